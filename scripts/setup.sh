@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Qilin needs to build and test, when they are missing.
+# Safe to run again: it installs only what is absent. Needs root (or sudo).
+set -euo pipefail
+
+packages=(
+    build-essential g++ cmake pkg-config
+    libuv1-dev liblmdb-dev lmdb-utils libmsgpack-dev libyaml-dev libcriterion-dev
+    libicu-dev libcctz-dev tzdata libjansson-dev libhttp-parser-dev
+    libcurl4-openssl-dev libzookeeper-mt-dev
+    clang libclang-rt-14-dev clang-format
+    curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+echo "setup: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >&2
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
