@@ -1,0 +1,362 @@
+/* Jobs with their indexes and counters, steps, and step outputs. */
+#include "storage/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_KEY_LEN 26
+#define LIVE_KEY_LEN 32
+#define LIVE_VAL_LEN 18
+#define MODEL_KEY_LEN 40
+#define RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
+#define STEP_KEY_LEN 20
+
+static void state_key(uint8_t *k, const ql_job_t *j) {
+    k[0] = (uint8_t)j->state;
+    k[1] = (uint8_t)j->priority;
+    ql_put_key_i64(k + 2, j->create_time);
+    memcpy(k + 10, j->id.b, 16);
+}
+
+static void live_key(uint8_t *k, const ql_job_t *j) {
+    memcpy(k, j->model.b, 16);
+    memcpy(k + 16, j->id.b, 16);
+}
+
+static void live_val(uint8_t *v, const ql_job_t *j) {
+    v[0] = (uint8_t)j->state;
+    v[1] = j->has_range;
+    ql_put_key_i64(v + 2, j->range_start);
+    ql_put_key_i64(v + 10, j->range_end);
+}
+
+static void model_key(uint8_t *k, const ql_job_t *j) {
+    memcpy(k, j->model.b, 16);
+    ql_put_key_i64(k + 16, j->create_time);
+    memcpy(k + 24, j->id.b, 16);
+}
+
+static size_t recent_key(uint8_t *k, const char *project, const ql_job_t *j) {
+    size_t pl = strlen(project);
+    memcpy(k, project, pl);
+    k[pl] = '\0';
+    ql_put_key_i64(k + pl + 1, j->modify_time);
+    memcpy(k + pl + 9, j->id.b, 16);
+    return pl + 25;
+}
+
+static size_t count_key(uint8_t *k, ql_state_t state, const char *project) {
+    size_t pl = strlen(project);
+    k[0] = 'J';
+    k[1] = (uint8_t)state;
+    memcpy(k + 2, project, pl);
+    return pl + 2;
+}
+
+static int count_state(ql_txn_t *txn, const ql_job_t *j, int64_t delta) {
+    uint8_t k[QL_NAME_MAX + 2];
+    int rc = ql_count_add(txn, k, count_key(k, j->state, j->project), delta);
+    if (!rc)
+        rc = ql_count_add(txn, k, count_key(k, j->state, ""), delta);
+    return rc;
+}
+
+static bool non_final(ql_state_t s) {
+    return !ql_state_is_final(s);
+}
+
+int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) {
+    MDB_val v;
+    int rc = ql_db_get(txn, DB_JOBS, id->b, 16, &v);
+    if (rc)
+        return rc;
+    msgpack_zone *z = ql_txn_zone(txn);
+    return z ? ql_job_decode_z(z, v.mv_data, v.mv_size, flags, out) : UV_ENOMEM;
+}
+
+static int unindex(ql_txn_t *txn, const ql_job_t *old) {
+    uint8_t k[RECENT_KEY_MAX];
+    int rc;
+    state_key(k, old);
+    if ((rc = ql_db_del(txn, DB_JOB_STATES, k, STATE_KEY_LEN)))
+        return rc;
+    if ((rc = ql_db_del(txn, DB_JOB_RECENT, k, recent_key(k, old->project, old))) ||
+        (rc = ql_db_del(txn, DB_JOB_RECENT, k, recent_key(k, "", old))))
+        return rc;
+    if (!ql_id_is_zero(&old->model) && non_final(old->state)) {
+        live_key(k, old);
+        if ((rc = ql_db_del(txn, DB_JOB_LIVE, k, LIVE_KEY_LEN)))
+            return rc;
+    }
+    return count_state(txn, old, -1);
+}
+
+static int reindex(ql_txn_t *txn, const ql_job_t *j, bool is_new) {
+    uint8_t k[RECENT_KEY_MAX], v[LIVE_VAL_LEN];
+    uint8_t state = (uint8_t)j->state;
+    int rc;
+    state_key(k, j);
+    if ((rc = ql_db_put(txn, DB_JOB_STATES, k, STATE_KEY_LEN, "", 0)))
+        return rc;
+    if ((rc = ql_db_put(txn, DB_JOB_RECENT, k, recent_key(k, j->project, j), &state, 1)) ||
+        (rc = ql_db_put(txn, DB_JOB_RECENT, k, recent_key(k, "", j), &state, 1)))
+        return rc;
+    if (!ql_id_is_zero(&j->model)) {
+        if (non_final(j->state)) {
+            live_key(k, j);
+            live_val(v, j);
+            if ((rc = ql_db_put(txn, DB_JOB_LIVE, k, LIVE_KEY_LEN, v, LIVE_VAL_LEN)))
+                return rc;
+        }
+        if (is_new) {
+            model_key(k, j);
+            if ((rc = ql_db_put(txn, DB_JOB_MODELS, k, MODEL_KEY_LEN, "", 0)))
+                return rc;
+        }
+    }
+    return count_state(txn, j, 1);
+}
+
+int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
+    if (ql_id_is_zero(&j->id) || !j->project[0] || (unsigned)j->state >= QL_JOB_STATE_COUNT ||
+        j->priority < QL_PRIORITY_MIN || j->priority > QL_PRIORITY_MAX)
+        return QL_EINVAL;
+    ql_job_t old;
+    int rc = ql_job_get(txn, &j->id, 0, &old);
+    bool existed = rc == 0;
+    if (rc && rc != QL_ENOTFOUND)
+        return rc;
+    if (existed) {
+        /* The creation-time index and the project never change for a job. */
+        if (old.create_time != j->create_time || strcmp(old.project, j->project) != 0 ||
+            !ql_id_eq(&old.model, &j->model))
+            rc = QL_EINVAL;
+        else
+            rc = unindex(txn, &old);
+        ql_job_free(&old);
+        if (rc)
+            return rc;
+    }
+    if ((rc = reindex(txn, j, !existed)))
+        return rc;
+    ql_buf_reset(&txn->buf);
+    if ((rc = ql_job_encode(j, &txn->buf)))
+        return rc;
+    return ql_db_put(txn, DB_JOBS, j->id.b, 16, txn->buf.data, txn->buf.len);
+}
+
+int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_STATES, &c);
+    if (rc)
+        return rc;
+    uint8_t first = (uint8_t)state;
+    MDB_val k = ql_val(&first, 1), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (mrc == 0 && k.mv_size == STATE_KEY_LEN && ((uint8_t *)k.mv_data)[0] == first) {
+        ql_id_t id;
+        memcpy(id.b, (uint8_t *)k.mv_data + 10, 16);
+        ql_job_t j;
+        if ((rc = ql_job_get(txn, &id, 0, &j)))
+            break;
+        rc = cb(&j, arg);
+        ql_job_free(&j);
+        if (rc)
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_MODELS, &c);
+    if (rc)
+        return rc;
+    MDB_val k = ql_val(model->b, 16), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (mrc == 0 && k.mv_size == MODEL_KEY_LEN && memcmp(k.mv_data, model->b, 16) == 0) {
+        ql_id_t id;
+        memcpy(id.b, (uint8_t *)k.mv_data + 24, 16);
+        ql_job_t j;
+        if ((rc = ql_job_get(txn, &id, 0, &j)))
+            break;
+        rc = cb(&j, arg);
+        ql_job_free(&j);
+        if (rc)
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_LIVE, &c);
+    if (rc)
+        return rc;
+    MDB_val k = ql_val(model->b, 16), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (mrc == 0 && k.mv_size == LIVE_KEY_LEN && memcmp(k.mv_data, model->b, 16) == 0) {
+        if (v.mv_size != LIVE_VAL_LEN) {
+            rc = QL_ECORRUPT;
+            break;
+        }
+        const uint8_t *p = v.mv_data;
+        ql_live_job_t lj;
+        memcpy(lj.id.b, (uint8_t *)k.mv_data + 16, 16);
+        lj.state = (ql_state_t)p[0];
+        lj.has_range = p[1];
+        lj.start = ql_get_key_i64(p + 2);
+        lj.end = ql_get_key_i64(p + 10);
+        if ((rc = cb(&lj, arg)))
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                          void *arg) {
+    if (!project)
+        project = "";
+    size_t pl = strlen(project);
+    if (pl > QL_NAME_MAX)
+        return 0;
+    uint8_t prefix[QL_NAME_MAX + 2];
+    memcpy(prefix, project, pl);
+    prefix[pl] = '\0';
+    size_t plen = pl + 1;
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_RECENT, &c);
+    if (rc)
+        return rc;
+    MDB_val k, v;
+    int mrc;
+    if (oldest_first) {
+        k = ql_val(prefix, plen);
+        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    } else {
+        /* The key just past the prefix: the project name followed by '\1'. */
+        prefix[pl] = '\1';
+        k = ql_val(prefix, plen);
+        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        mrc = mrc == 0 ? mdb_cursor_get(c, &k, &v, MDB_PREV) : mdb_cursor_get(c, &k, &v, MDB_LAST);
+        prefix[pl] = '\0';
+    }
+    while (mrc == 0 && k.mv_size == plen + 24 && memcmp(k.mv_data, prefix, plen) == 0) {
+        if (v.mv_size != 1) {
+            rc = QL_ECORRUPT;
+            break;
+        }
+        ql_id_t id;
+        memcpy(id.b, (uint8_t *)k.mv_data + plen + 8, 16);
+        int64_t mtime = ql_get_key_i64((uint8_t *)k.mv_data + plen);
+        if ((rc = cb(&id, (ql_state_t)((uint8_t *)v.mv_data)[0], mtime, arg)))
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, oldest_first ? MDB_NEXT : MDB_PREV);
+    }
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out) {
+    if (!project)
+        project = "";
+    *out = 0;
+    if (strlen(project) > QL_NAME_MAX)
+        return 0;
+    for (int s = 0; s < QL_JOB_STATE_COUNT; s++) {
+        if (!(state_mask & (1u << s)))
+            continue;
+        uint8_t k[QL_NAME_MAX + 2];
+        uint64_t n;
+        int rc = ql_count_get(txn, k, count_key(k, (ql_state_t)s, project), &n);
+        if (rc)
+            return rc;
+        *out += n;
+    }
+    return 0;
+}
+
+/* ---- steps and outputs ---- */
+
+static void step_key(uint8_t *k, const ql_id_t *job, uint32_t seq) {
+    memcpy(k, job->b, 16);
+    k[16] = (uint8_t)(seq >> 24);
+    k[17] = (uint8_t)(seq >> 16);
+    k[18] = (uint8_t)(seq >> 8);
+    k[19] = (uint8_t)seq;
+}
+
+int ql_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out) {
+    uint8_t k[STEP_KEY_LEN];
+    step_key(k, job, seq);
+    MDB_val v;
+    int rc = ql_db_get(txn, DB_STEPS, k, STEP_KEY_LEN, &v);
+    if (rc)
+        return rc;
+    msgpack_zone *z = ql_txn_zone(txn);
+    return z ? ql_step_decode_z(z, v.mv_data, v.mv_size, QL_DECODE_KEEP_EXTRA, out) : UV_ENOMEM;
+}
+
+int ql_step_put(ql_txn_t *txn, const ql_step_t *s) {
+    if ((unsigned)s->state >= QL_STATE_COUNT)
+        return QL_EINVAL;
+    uint8_t k[STEP_KEY_LEN];
+    step_key(k, &s->job, s->seq);
+    ql_buf_reset(&txn->buf);
+    int rc = ql_step_encode(s, &txn->buf);
+    if (rc)
+        return rc;
+    return ql_db_put(txn, DB_STEPS, k, STEP_KEY_LEN, txn->buf.data, txn->buf.len);
+}
+
+int ql_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_STEPS, &c);
+    if (rc)
+        return rc;
+    msgpack_zone *z = ql_txn_zone(txn);
+    MDB_val k = ql_val(job->b, 16), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (z && mrc == 0 && k.mv_size == STEP_KEY_LEN && memcmp(k.mv_data, job->b, 16) == 0) {
+        ql_step_t s;
+        if ((rc = ql_step_decode_z(z, v.mv_data, v.mv_size, 0, &s)))
+            break;
+        rc = cb(&s, arg);
+        ql_step_free(&s);
+        if (rc)
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    if (!z)
+        return UV_ENOMEM;
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, size_t *len) {
+    uint8_t k[STEP_KEY_LEN];
+    step_key(k, job, seq);
+    MDB_val v;
+    int rc = ql_db_get(txn, DB_OUTPUTS, k, STEP_KEY_LEN, &v);
+    if (rc)
+        return rc;
+    *out = malloc(v.mv_size + 1);
+    if (!*out)
+        return UV_ENOMEM;
+    memcpy(*out, v.mv_data, v.mv_size);
+    (*out)[v.mv_size] = '\0';
+    *len = v.mv_size;
+    return 0;
+}
+
+int ql_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char *text, size_t len) {
+    uint8_t k[STEP_KEY_LEN];
+    step_key(k, job, seq);
+    return ql_db_put(txn, DB_OUTPUTS, k, STEP_KEY_LEN, text, len);
+}
