@@ -13,7 +13,9 @@
 #define QL_STORAGE_H
 
 #include "storage/ql_error.h"
+#include "storage/ql_meta.h"
 #include "storage/ql_records.h"
 #include "storage/ql_store.h"
+#include "storage/ql_writer.h"
 
 #endif

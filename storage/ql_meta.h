@@ -1,0 +1,108 @@
+/*
+ * Metadata rules (spec/metadata.md): validation, range math, and the changes that create or end
+ * segments and jobs. Every function that changes records takes the write transaction it runs in,
+ * so a caller (the writer, through a mutation) gets all of its records changed or none, and the
+ * checks see exactly the state they change: the overlap rules are checked INSIDE the
+ * transaction that creates the segment or job, which is what makes a manual build racing the
+ * dispatcher (or another server) safe.
+ *
+ * Manual builds (REST, CLI, simulator) and the dispatcher submit through the same function,
+ * ql_meta_submit_build().
+ */
+#ifndef QL_META_H
+#define QL_META_H
+
+#include "storage/ql_store.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Half-open ranges [s, e). */
+static inline bool ql_range_overlaps(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
+    return s1 < e2 && s2 < e1;
+}
+static inline bool ql_range_contains(int64_t s1, int64_t e1, int64_t s2, int64_t e2) {
+    return s1 <= s2 && e2 <= e1;
+}
+static inline bool ql_range_connects(int64_t e1, int64_t s2) {
+    return e1 == s2;
+}
+
+/* `[A-Za-z0-9_]{1,100}`; the error names field. */
+int ql_meta_check_name(const char *field, const char *value, ql_err_t *err);
+/* A job type: INC_BUILD, INDEX_REFRESH, INDEX_MERGE, INDEX_BUILD or `[A-Z][A-Z0-9_]{0,63}`. */
+int ql_meta_check_job_type(const char *field, const char *value, ql_err_t *err);
+
+/* Creates a project (QL_EEXIST when the name is taken). p->create/modify times are set. */
+int ql_meta_create_project(ql_txn_t *txn, ql_project_t *p, int64_t now, ql_err_t *err);
+/* Creates a model in an existing project: a new id is assigned (m->id), names validated,
+ * QL_EEXIST for a duplicate name in the project. The partition format must already have been
+ * checked by the caller (ICU, outside the transaction). */
+int ql_meta_create_model(ql_txn_t *txn, ql_model_t *m, int64_t now, ql_err_t *err);
+
+/* One step of a job as the engine defined it (opaque definition bytes). Borrowed. */
+typedef struct ql_step_spec {
+    const char *name;
+    const char *kind;
+    const uint8_t *def;
+    size_t def_len;
+} ql_step_spec_t;
+
+/* What a new job carries besides its segment effects. All pointers borrowed. */
+typedef struct ql_job_spec {
+    int priority;          /* 0..4 */
+    const char *submitter; /* ADMIN, a user name, or System */
+    int64_t now;           /* create time */
+    uint64_t fence;        /* fencing token of the submitter, 0: none */
+    const ql_step_spec_t *steps;
+    size_t n_steps; /* 1..99 */
+} ql_job_spec_t;
+
+/*
+ * An incremental build of [start, end) (already normalized with the partition format) on a
+ * model: checks, in order, that the model exists (QL_ENOTFOUND), is partitioned (QL_EFULLLOAD),
+ * the range is not empty (QL_EEMPTYRANGE), no segment of the model overlaps it, whatever its
+ * status (QL_ESEGOVERLAP, KE-010022202), and no non-final job of the model targets an
+ * overlapping range (QL_EJOBCONFLICT, KE-010032206); then creates a NEW segment and an
+ * INC_BUILD job in READY owning it. job_out and segment_out (may be NULL) get the new ids.
+ */
+int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                         const ql_job_spec_t *spec, ql_id_t *job_out, ql_id_t *segment_out,
+                         ql_err_t *err);
+
+/* A merge of n >= 2 READY/WARNING segments that are contiguous once sorted: a NEW segment over
+ * their union and an INDEX_MERGE job whose sources they are. QL_EMERGE otherwise; QL_EJOBCONFLICT
+ * when a non-final job overlaps the union. */
+int ql_meta_submit_merge(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
+                         const ql_job_spec_t *spec, ql_id_t *job_out, ql_err_t *err);
+
+/* A refresh of one READY/WARNING segment: a NEW segment of the same range and an INDEX_REFRESH
+ * job whose source it is. QL_EREFRESH for a NEW segment; QL_EJOBCONFLICT as above. */
+int ql_meta_submit_refresh(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *segment,
+                           const ql_job_spec_t *spec, ql_id_t *job_out, ql_err_t *err);
+
+/* A job of another type (INDEX_BUILD, ad-hoc), with an optional model and range; checks the
+ * job-conflict rule when it has both. */
+int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model, const char *type,
+                       bool has_range, int64_t start, int64_t end, const ql_job_spec_t *spec,
+                       ql_id_t *job_out, ql_err_t *err);
+
+/* Deletes segments of a model: each must exist (QL_ENOTFOUND) and no READY, PENDING or RUNNING
+ * job of the model may overlap it (QL_ESEGLOCKED: discard or finish that job first). */
+int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
+                            ql_err_t *err);
+
+/*
+ * The segment effects of a job reaching a final state, written in the same transaction as the
+ * job's state (spec/jobs.md): SUCCEED makes its NEW segment READY (WARNING when warned) and
+ * removes the segments a refresh or merge replaces; DISCARDED and SUICIDAL remove its NEW
+ * segment. The job record itself is not written here.
+ */
+int ql_meta_apply_job_outcome(ql_txn_t *txn, const ql_job_t *job, ql_state_t final_state,
+                              bool warned, int64_t now);
+
+/* Whether the job's target (model, NEW segment, merge/refresh sources) still exists: a job
+ * whose target is gone becomes SUICIDAL. */
+int ql_meta_job_target_exists(ql_txn_t *txn, const ql_job_t *job, bool *exists);
+
+#endif

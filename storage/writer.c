@@ -1,0 +1,319 @@
+/*
+ * The writer thread and group commit. See ql_writer.h for the design; the invariant this file
+ * keeps is: a mutation's answer is queued only after mdb_txn_commit() of its batch returned,
+ * and LMDB's commit returns only after its fsync.
+ */
+#include "storage/ql_writer.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+typedef struct waiter waiter_t;
+
+typedef struct mutation {
+    ql_write_fn fn;
+    void *arg;
+    ql_write_done_cb done;
+    waiter_t *waiter; /* ql_writer_call: signalled directly, never through complete() */
+    int status;
+    ql_err_t err;
+    struct mutation *next;
+} mutation_t;
+
+struct waiter {
+    pthread_cond_t cond;
+    bool answered;
+    int status;
+    ql_err_t err;
+};
+
+typedef struct {
+    mutation_t *head, *tail;
+} mqueue_t;
+
+struct ql_writer {
+    ql_store_t *store;
+    ql_writer_opts_t opts;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    bool stopping;
+    mqueue_t queue; /* submitted, not yet applied */
+    mqueue_t done;  /* committed, not yet answered */
+    ql_writer_stats_t stats;
+};
+
+static void mq_push(mqueue_t *q, mutation_t *m) {
+    m->next = NULL;
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+}
+
+static mutation_t *mq_take(mqueue_t *q, size_t max) {
+    mutation_t *head = q->head, *m = head;
+    if (!head)
+        return NULL;
+    size_t n = 1;
+    while (m->next && n < max) {
+        m = m->next;
+        n++;
+    }
+    q->head = m->next;
+    if (!q->head)
+        q->tail = NULL;
+    m->next = NULL;
+    return head;
+}
+
+/* Runs one batch: every mutation in a nested transaction, one synced commit. */
+static void apply_batch(ql_writer_t *w, mutation_t *batch) {
+    ql_txn_t *top;
+    int rc = ql_txn_begin(w->store, true, &top);
+    size_t n = 0, failed = 0;
+    for (mutation_t *m = batch; m; m = m->next) {
+        n++;
+        ql_err_clear(&m->err);
+        if (rc) {
+            m->status =
+                ql_err_set(&m->err, rc, "cannot begin a write transaction: %s", ql_strerror(rc));
+            continue;
+        }
+        ql_txn_t *child;
+        m->status = ql_txn_begin_nested(top, &child);
+        if (m->status) {
+            ql_err_set(&m->err, m->status, "cannot begin a nested transaction: %s",
+                       ql_strerror(m->status));
+            continue;
+        }
+        m->status = m->fn(child, m->arg, &m->err);
+        if (m->status) {
+            ql_txn_abort(child);
+            if (!m->err.code)
+                ql_err_set(&m->err, m->status, "%s", ql_strerror(m->status));
+        } else if ((m->status = ql_txn_commit(child))) {
+            ql_err_set(&m->err, m->status, "cannot apply the change: %s", ql_strerror(m->status));
+        }
+    }
+    if (!rc) {
+        rc = ql_txn_commit(top);
+        if (rc) {
+            /* Nothing of this batch is durable: every mutation fails with the commit error. */
+            for (mutation_t *m = batch; m; m = m->next)
+                if (!m->status)
+                    m->status = ql_err_set(&m->err, rc, "cannot commit: %s", ql_strerror(rc));
+        }
+    }
+    for (mutation_t *m = batch; m; m = m->next)
+        failed += m->status != 0;
+
+    pthread_mutex_lock(&w->lock);
+    w->stats.batches += rc == 0;
+    w->stats.mutations += n;
+    w->stats.failed += failed;
+    if (n > w->stats.max_batch)
+        w->stats.max_batch = n;
+    bool queued_answers = false;
+    mutation_t *direct = NULL, **direct_tail = &direct;
+    for (mutation_t *m = batch, *next; m; m = next) {
+        next = m->next;
+        if (m->waiter) {
+            m->waiter->status = m->status;
+            m->waiter->err = m->err;
+            m->waiter->answered = true;
+            pthread_cond_broadcast(&m->waiter->cond);
+            free(m);
+        } else if (!w->opts.manual && !w->opts.notify) {
+            *direct_tail = m;
+            direct_tail = &m->next;
+            m->next = NULL;
+        } else {
+            mq_push(&w->done, m);
+            queued_answers = true;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+
+    for (mutation_t *m = direct, *next; m; m = next) {
+        next = m->next;
+        if (m->done)
+            m->done(m->arg, m->status, &m->err);
+        free(m);
+    }
+    if (queued_answers && !w->opts.manual && w->opts.notify)
+        w->opts.notify(w->opts.notify_arg);
+}
+
+static void *writer_main(void *arg) {
+    ql_writer_t *w = arg;
+    size_t max = w->opts.max_batch;
+    pthread_mutex_lock(&w->lock);
+    for (;;) {
+        while (!w->queue.head && !w->stopping)
+            pthread_cond_wait(&w->wake, &w->lock);
+        mutation_t *batch = mq_take(&w->queue, max);
+        if (!batch)
+            break; /* stopping and drained */
+        pthread_mutex_unlock(&w->lock);
+        apply_batch(w, batch);
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t **out) {
+    *out = NULL;
+    ql_writer_t *w = calloc(1, sizeof *w);
+    if (!w)
+        return UV_ENOMEM;
+    w->store = store;
+    if (opts)
+        w->opts = *opts;
+    if (!w->opts.max_batch)
+        w->opts.max_batch = 4096;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->wake, NULL);
+    if (!w->opts.manual) {
+        int rc = pthread_create(&w->thread, NULL, writer_main, w);
+        if (rc) {
+            pthread_cond_destroy(&w->wake);
+            pthread_mutex_destroy(&w->lock);
+            free(w);
+            return -rc;
+        }
+        w->thread_started = true;
+    }
+    *out = w;
+    return 0;
+}
+
+void ql_writer_free(ql_writer_t *w) {
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stopping = true;
+    pthread_cond_broadcast(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    if (w->thread_started)
+        pthread_join(w->thread, NULL);
+    else
+        ql_writer_flush(w);
+    ql_writer_complete(w);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+static int enqueue(ql_writer_t *w, mutation_t *m) {
+    pthread_mutex_lock(&w->lock);
+    if (w->stopping && !m->waiter) {
+        pthread_mutex_unlock(&w->lock);
+        return QL_ESHUTDOWN;
+    }
+    mq_push(&w->queue, m);
+    pthread_cond_signal(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+int ql_writer_submit(ql_writer_t *w, ql_write_fn fn, void *arg, ql_write_done_cb done) {
+    mutation_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return UV_ENOMEM;
+    m->fn = fn;
+    m->arg = arg;
+    m->done = done;
+    int rc = enqueue(w, m);
+    if (rc)
+        free(m);
+    return rc;
+}
+
+int ql_writer_call(ql_writer_t *w, ql_write_fn fn, void *arg, ql_err_t *err) {
+    waiter_t wt = {.answered = false};
+    pthread_cond_init(&wt.cond, NULL);
+    mutation_t *m = calloc(1, sizeof *m);
+    if (!m) {
+        pthread_cond_destroy(&wt.cond);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
+    m->fn = fn;
+    m->arg = arg;
+    m->waiter = &wt;
+    pthread_mutex_lock(&w->lock);
+    bool stopping = w->stopping;
+    pthread_mutex_unlock(&w->lock);
+    if (stopping) {
+        free(m);
+        pthread_cond_destroy(&wt.cond);
+        return ql_err_set(err, QL_ESHUTDOWN, "the store is shutting down");
+    }
+    enqueue(w, m);
+    if (w->opts.manual) {
+        ql_writer_flush(w);
+    } else {
+        pthread_mutex_lock(&w->lock);
+        while (!wt.answered)
+            pthread_cond_wait(&wt.cond, &w->lock);
+        pthread_mutex_unlock(&w->lock);
+    }
+    pthread_cond_destroy(&wt.cond);
+    if (err)
+        *err = wt.err;
+    return wt.status;
+}
+
+void ql_writer_complete(ql_writer_t *w) {
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        mutation_t *list = mq_take(&w->done, SIZE_MAX);
+        pthread_mutex_unlock(&w->lock);
+        if (!list)
+            return;
+        for (mutation_t *m = list, *next; m; m = next) {
+            next = m->next;
+            if (m->done)
+                m->done(m->arg, m->status, &m->err);
+            free(m);
+        }
+    }
+}
+
+size_t ql_writer_flush(ql_writer_t *w) {
+    size_t applied = 0;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        mutation_t *batch = mq_take(&w->queue, w->opts.max_batch);
+        pthread_mutex_unlock(&w->lock);
+        if (!batch)
+            break;
+        for (mutation_t *m = batch; m; m = m->next)
+            applied++;
+        apply_batch(w, batch);
+        ql_writer_complete(w);
+    }
+    return applied;
+}
+
+bool ql_writer_pending(ql_writer_t *w) {
+    pthread_mutex_lock(&w->lock);
+    bool pending = w->queue.head != NULL;
+    pthread_mutex_unlock(&w->lock);
+    return pending;
+}
+
+void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out) {
+    pthread_mutex_lock(&w->lock);
+    *out = w->stats;
+    pthread_mutex_unlock(&w->lock);
+}
+
+ql_store_t *ql_writer_store(ql_writer_t *w) {
+    return w->store;
+}
