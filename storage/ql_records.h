@@ -45,14 +45,14 @@ void ql_id_format(const ql_id_t *id, char *buf);
 int ql_id_parse(const char *s, ql_id_t *out);
 
 /* A string-to-string map (config overrides). Owns its strings. */
-typedef struct ql_kv {
+typedef struct ql_strmap_entry {
     char *key;
     char *value;
-} ql_kv_t;
+} ql_strmap_entry_t;
 
 typedef struct ql_strmap {
     size_t n;
-    ql_kv_t *items;
+    ql_strmap_entry_t *items;
 } ql_strmap_t;
 
 /* Borrowed value of key, or NULL. */

@@ -108,7 +108,7 @@ int ql_strmap_set(ql_strmap_t *m, const char *key, const char *value) {
     }
     if (!value)
         return 0;
-    ql_kv_t *items = realloc(m->items, (m->n + 1) * sizeof *items);
+    ql_strmap_entry_t *items = realloc(m->items, (m->n + 1) * sizeof *items);
     if (!items)
         return UV_ENOMEM;
     m->items = items;
