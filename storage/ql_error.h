@@ -14,6 +14,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <uv.h> /* UV_E* codes for system errors */
 
 enum {
     QL_ERR_FIRST = -20000,

@@ -1,0 +1,83 @@
+/*
+ * Jobs and steps: the state machine (spec/jobs.md, States), the actions PAUSE, RESUME, RESTART
+ * and DISCARD, and the writes that move a job, each with its segment effects in the same
+ * transaction.
+ *
+ * The transition tables are data (see jobs.c); every state change of a job or step in Qilin goes
+ * through ql_job_set_state() / ql_step_set_state(), which refuse an illegal pair with an error
+ * naming both states.
+ */
+#ifndef QL_JOBS_H
+#define QL_JOBS_H
+
+#include "engine/ql_template.h"
+#include "storage/storage.h"
+
+#include <stdbool.h>
+
+bool ql_job_transition_legal(ql_state_t from, ql_state_t to);
+bool ql_step_transition_legal(ql_state_t from, ql_state_t to);
+
+/* REST display status: PENDING, RUNNING, ERROR, FINISHED, STOPPED, DISCARDED (static). */
+const char *ql_job_display_status(ql_state_t s);
+/* The job states a display status stands for, as a bit mask (1 << state); 0 when unknown. */
+uint32_t ql_job_display_mask(const char *display);
+
+typedef enum ql_action {
+    QL_ACTION_PAUSE,
+    QL_ACTION_RESUME,
+    QL_ACTION_RESTART,
+    QL_ACTION_DISCARD,
+} ql_action_t;
+
+const char *ql_action_name(ql_action_t a);
+int ql_action_parse(const char *name, ql_action_t *out);
+/* The actions table: whether a in a job of state s is allowed. */
+bool ql_action_allowed(ql_action_t a, ql_state_t s);
+
+/*
+ * Moves job (decoded with extras, updated in place) to state `to` and writes it: checks the
+ * transition, sets start/end/modify times, and for a final state applies the segment effects
+ * (ql_meta_apply_job_outcome) in the same transaction. warned: a step finished WARNING.
+ */
+int ql_job_set_state(ql_txn_t *txn, ql_job_t *job, ql_state_t to, bool warned, int64_t now,
+                     ql_err_t *err);
+/* Moves a step (updated in place) to `to` and writes it, checking the transition. */
+int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now, ql_err_t *err);
+
+/*
+ * Applies an action to a job in one transaction: the job's and its steps' states and the
+ * segment effects. *was gets the job's state before (so the caller knows whether a step process
+ * must be stopped). QL_EACTION (HTTP 409/400) names the action and the display state when the
+ * table forbids it; QL_ENOTFOUND for an unknown job.
+ */
+int ql_job_apply_action(ql_txn_t *txn, const ql_id_t *job, ql_action_t action, int64_t now,
+                        ql_state_t *was, ql_err_t *err);
+
+/* Ends a READY, PENDING or RUNNING job as if its steps had: SUCCEED (warned: with a WARNING
+ * step) or ERROR. For the simulator's `job: finish`. */
+int ql_job_force_finish(ql_txn_t *txn, const ql_id_t *job, ql_state_t outcome, bool warned,
+                        int64_t now, ql_err_t *err);
+
+/* Startup recovery: every RUNNING or PENDING job goes back to READY, and its RUNNING steps to
+ * READY. Calls on_pgid for each recorded process group of a step that was running (may be
+ * NULL) so the caller can kill what is left. *n gets the number of jobs recovered. */
+int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_pgid)(int pgid, void *arg), void *arg,
+                    uint64_t *n, ql_err_t *err);
+
+/*
+ * The encoded step definitions of a new job: the chain of `type` in template set `set` of
+ * templates (or the given ad-hoc steps), ready to pass to the ql_meta_submit_* functions.
+ */
+typedef struct ql_job_steps {
+    ql_step_spec_t *specs;
+    size_t n;
+    uint8_t **bufs; /* owned encodings */
+} ql_job_steps_t;
+
+int ql_job_steps_from_template(const ql_templates_t *t, const char *set, const char *type,
+                               ql_job_steps_t *out, ql_err_t *err);
+int ql_job_steps_from_defs(const ql_stepdef_t *defs, size_t n, ql_job_steps_t *out, ql_err_t *err);
+void ql_job_steps_free(ql_job_steps_t *s);
+
+#endif
