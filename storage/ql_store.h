@@ -141,6 +141,9 @@ int ql_job_put(ql_txn_t *txn, const ql_job_t *j);
 typedef int (*ql_job_cb)(const ql_job_t *j, void *arg);
 /* Jobs in state, in (priority, create time) order: what the fetcher picks. */
 int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
+/* The same order from the index alone: id, priority and create time, no record decoding. */
+typedef int (*ql_job_state_ref_cb)(const ql_id_t *id, int priority, int64_t create_time, void *arg);
+int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
 /* A model's jobs in creation order. */
 int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg);
 

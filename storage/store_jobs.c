@@ -169,6 +169,26 @@ int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *ar
     return rc > 0 ? 0 : rc;
 }
 
+int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_STATES, &c);
+    if (rc)
+        return rc;
+    uint8_t first = (uint8_t)state;
+    MDB_val k = ql_val(&first, 1), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    while (mrc == 0 && k.mv_size == STATE_KEY_LEN && ((uint8_t *)k.mv_data)[0] == first) {
+        const uint8_t *p = k.mv_data;
+        ql_id_t id;
+        memcpy(id.b, p + 10, 16);
+        if ((rc = cb(&id, p[1], ql_get_key_i64(p + 2), arg)))
+            break;
+        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+    }
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
 int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_MODELS, &c);
