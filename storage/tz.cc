@@ -94,8 +94,8 @@ bool valid_zone_name(const char *name) {
             comp_start = i + 1;
             continue;
         }
-        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
-                  ch == '_' || ch == '-' || ch == '+' || ch == '.';
+        bool ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '+' || ch == '.';
         if (!ok)
             return false;
     }
