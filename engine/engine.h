@@ -1,0 +1,21 @@
+/*
+ * engine: jobs and steps (state machine, actions), YAML job templates, step processes, and the
+ * clock every timer uses. The one header other libraries include.
+ *
+ *   ql_clock.h     real and virtual clocks, timers
+ *   ql_yaml.h      YAML documents with line numbers (every loader's errors say file:line)
+ *   ql_template.h  job templates, step definitions, parameter substitution, ad-hoc jobs
+ *   ql_proc.h      a step's child process (own process group, capped output, stop sequence)
+ *   ql_jobs.h      job/step transitions, actions, recovery, the writes that move jobs
+ */
+#ifndef QL_ENGINE_H
+#define QL_ENGINE_H
+
+#include "engine/ql_clock.h"
+#include "engine/ql_jobs.h"
+#include "engine/ql_proc.h"
+#include "engine/ql_template.h"
+#include "engine/ql_yaml.h"
+#include "storage/storage.h"
+
+#endif

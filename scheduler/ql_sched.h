@@ -1,0 +1,98 @@
+/*
+ * The job scheduler: Kylin's DefaultScheduler (a fetcher and a runner pool), made event-driven
+ * (spec/jobs.md, The scheduler).
+ *
+ * DESIGN.
+ * - Threads: everything here runs on the loop thread of its clock (the libuv loop for the real
+ *   clock; the simulator's thread for the virtual one). Store changes go through the writer;
+ *   their answers arrive on the same thread (ql_writer_complete in a server, ql_writer_flush in
+ *   the simulator, which the scheduler arms itself through a zero-delay timer).
+ * - The fetcher runs every poll interval and at once (coalesced) whenever a job is submitted,
+ *   resumed or finishes. It reads READY jobs in (priority, create time) order from the index and
+ *   picks as many as the runner pool has room for, globally and per project.
+ * - A pick is one mutation: READY -> PENDING -> RUNNING and the first unfinished step RUNNING,
+ *   committed together; the step's process (or timer) starts only after that commit is durable.
+ *   Each step's end and the next step's start share one commit too.
+ * - A job is run by at most one run record at a time (the fetcher skips jobs that still have
+ *   one), so a restarted job's new try never overlaps its old process, which is stopped first.
+ * - Mutations re-check the job's state inside their transaction: an answer that lost a race
+ *   (a PAUSE committed between the step's end and its write) changes nothing.
+ * - Startup recovery (ql_sched_recover): RUNNING and PENDING jobs go back to READY, recorded
+ *   process groups of interrupted steps are killed, and jobs resume from the first step that
+ *   did not finish.
+ */
+#ifndef QL_SCHED_H
+#define QL_SCHED_H
+
+#include "engine/engine.h"
+#include "storage/storage.h"
+
+typedef struct ql_sched ql_sched_t;
+
+typedef struct ql_sched_opts {
+    ql_store_t *store;               /* borrowed */
+    ql_writer_t *writer;             /* borrowed */
+    ql_clock_t *clock;               /* borrowed */
+    ql_log_t *log;                   /* borrowed, may be NULL */
+    const ql_templates_t *templates; /* borrowed, immutable while the scheduler lives */
+    int max_concurrent_jobs;         /* kylin.job.max-concurrent-jobs (default 10) */
+    int64_t poll_interval_ms;        /* kylin.job.scheduler.poll-interval-second x 1000 */
+    int retry;                       /* kylin.job.retry */
+    int64_t retry_interval_ms;       /* kylin.job.retry-interval */
+    size_t output_max;               /* kylin.job.execute-output.max-size */
+    int64_t kill_grace_ms;           /* SIGTERM -> SIGKILL */
+    const char *exec_helper;         /* path of qilin-exec */
+    const char *log_dir;             /* step logs: <log_dir>/<job>/<step>.log */
+    const char *default_timezone;    /* kylin.web.timezone of the server, NULL: UTC */
+    bool virtual_steps;              /* simulator: steps take their sim_duration */
+    bool allow_shell;                /* simulator: shell steps may "run" (they succeed) */
+    uint64_t fence;                  /* fencing token written into every job it moves */
+    /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */
+    void (*on_job_end)(void *arg, const ql_id_t *job, ql_state_t state);
+    void *hook_arg;
+} ql_sched_opts_t;
+
+int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out);
+/* Stops everything at once (running processes are stopped) and frees. Prefer ql_sched_stop. */
+void ql_sched_free(ql_sched_t *s);
+
+/* Runs startup recovery through the writer and waits for it. *recovered (may be NULL) gets the
+ * number of jobs put back to READY. */
+int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err);
+/* Starts (or resumes) fetching: the poll timer and an immediate fetch. */
+void ql_sched_start(ql_sched_t *s);
+/* Stops fetching new jobs; running ones go on. */
+void ql_sched_pause_fetching(ql_sched_t *s);
+bool ql_sched_is_fetching(const ql_sched_t *s);
+/* Asks for a fetch as soon as possible (coalesced). Call after a submission or resume. */
+void ql_sched_kick(ql_sched_t *s);
+
+typedef void (*ql_sched_done_cb)(void *arg, int status, const ql_err_t *err);
+/* Applies action to a job through the writer, then stops its step process if it was running
+ * (and kicks the fetcher for RESUME/RESTART). done (may be NULL) gets the action's result. */
+int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
+                    void *arg);
+
+/* Graceful stop: no new picks; running steps are stopped and put back to READY
+ * (pause_running, the default) or waited for; done runs when nothing of the scheduler is in
+ * flight any more. */
+void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), void *arg);
+
+typedef struct ql_sched_stats {
+    uint64_t picked;    /* jobs started */
+    uint64_t finished;  /* jobs that reached a final state here */
+    uint64_t steps_run; /* step tries started */
+    uint64_t fetches;   /* fetcher passes */
+    unsigned running;   /* runs in flight now */
+} ql_sched_stats_t;
+void ql_sched_get_stats(const ql_sched_t *s, ql_sched_stats_t *out);
+/* True when no run, pick or step mutation is in flight. */
+bool ql_sched_idle(const ql_sched_t *s);
+
+/* Hook for benchmarks and tests: called on the loop thread right before a step's process (or
+ * built-in) starts, after its RUNNING state is durable. */
+void ql_sched_set_step_start_hook(ql_sched_t *s,
+                                  void (*hook)(void *arg, const ql_id_t *job, uint32_t seq),
+                                  void *arg);
+
+#endif

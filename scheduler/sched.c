@@ -1,0 +1,889 @@
+/*
+ * The fetcher and the runner pool. See ql_sched.h for the design and invariants.
+ *
+ * A run (run_t) follows one job from its pick to its end on this scheduler:
+ *   PICKING   the pick mutation is in flight
+ *   STEP      a step is executing (a process, or a timer for built-ins and simulated steps)
+ *   FINISHING the step's result is being written (with the next step's start)
+ *   WAITING   a failed step waits for its retry
+ *   DONE      nothing more will happen; freed once no callback refers to it (refs == 0)
+ * `cancelled` marks a run whose job an action (or shutdown) took away: whatever its step
+ * reports afterwards is dropped, because the action already wrote the job's new state.
+ */
+#include "scheduler/ql_sched.h"
+#include "scheduler/sched_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fetch(ql_sched_t *s);
+static void start_step(run_t *run);
+static void run_drop(run_t *run);
+
+/* ---- run bookkeeping ---- */
+
+static size_t bucket_of(const ql_sched_t *s, const ql_id_t *id) {
+    uint64_t h;
+    memcpy(&h, id->b, 8);
+    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 40) & (s->n_buckets - 1);
+}
+
+run_t *ql_sched_find_run(ql_sched_t *s, const ql_id_t *id) {
+    for (run_t *r = s->buckets[bucket_of(s, id)]; r; r = r->hnext)
+        if (ql_id_eq(&r->job, id))
+            return r;
+    return NULL;
+}
+
+static run_t *run_new(ql_sched_t *s, const ql_id_t *id, const char *project) {
+    run_t *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->s = s;
+    r->job = *id;
+    snprintf(r->project, sizeof r->project, "%s", project);
+    ql_stepdef_init(&r->def);
+    size_t b = bucket_of(s, id);
+    r->hnext = s->buckets[b];
+    s->buckets[b] = r;
+    r->next = s->runs;
+    if (s->runs)
+        s->runs->prev = r;
+    s->runs = r;
+    s->n_runs++;
+    return r;
+}
+
+static void run_unlink(run_t *r) {
+    ql_sched_t *s = r->s;
+    run_t **pp = &s->buckets[bucket_of(s, &r->job)];
+    while (*pp && *pp != r)
+        pp = &(*pp)->hnext;
+    if (*pp)
+        *pp = r->hnext;
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        s->runs = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    s->n_runs--;
+}
+
+static void run_maybe_free(run_t *r) {
+    if (r->phase != RUN_DONE || r->refs > 0)
+        return;
+    ql_stepdef_clear(&r->def);
+    free(r->def_bytes);
+    free(r->msg);
+    free(r->output);
+    ql_job_free(&r->jobinfo);
+    ql_sched_t *s = r->s;
+    free(r);
+    ql_sched_check_stopped(s);
+}
+
+static void timer_closed_cb(ql_timer_t *t) {
+    run_t *r = (run_t *)(void *)((char *)t - offsetof(run_t, timer));
+    r->refs--;
+    run_maybe_free(r);
+}
+
+static void run_drop(run_t *r) {
+    if (r->phase == RUN_DONE)
+        return;
+    r->phase = RUN_DONE;
+    run_unlink(r);
+    if (r->timer_init) {
+        r->timer_init = false;
+        r->refs++;
+        ql_timer_close(&r->timer, timer_closed_cb);
+    }
+    run_maybe_free(r);
+}
+
+static void ensure_timer(run_t *r) {
+    if (!r->timer_init) {
+        memset(&r->timer, 0, sizeof r->timer);
+        ql_timer_init(r->s->opts.clock, &r->timer);
+        r->timer_init = true;
+    }
+}
+
+/* ---- writer plumbing ---- */
+
+static void flush_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    ql_writer_flush(((ql_sched_t *)arg)->opts.writer);
+}
+
+int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done) {
+    int rc = ql_writer_submit(s->opts.writer, fn, arg, done);
+    if (rc == 0 && s->opts.virtual_steps && !s->flush_timer.armed)
+        ql_timer_start(&s->flush_timer, 0, flush_cb, s);
+    return rc;
+}
+
+static void log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const char *fmt, ...) {
+    if (!ql_log_enabled(s->opts.log, lvl))
+        return;
+    char id[QL_ID_STR_LEN + 1], msg[1024];
+    ql_id_format(&r->job, id);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ql_log(s->opts.log, lvl, "scheduler", "%s job=%s project=%s", msg, id, r->project);
+}
+
+/* ---- pick ---- */
+
+/* Copies the def of step seq into the run and marks it RUNNING (one more attempt). */
+static int begin_step(ql_txn_t *txn, run_t *r, const ql_job_t *job, uint32_t seq, int64_t now,
+                      ql_err_t *err) {
+    ql_step_t st;
+    int rc = ql_step_get(txn, &job->id, seq, &st);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read step %u: %s", seq, ql_strerror(rc));
+    st.attempts++;
+    st.retry_at = 0;
+    rc = ql_step_set_state(txn, &st, QL_RUNNING, now, err);
+    if (!rc) {
+        free(r->def_bytes);
+        r->def_bytes = NULL;
+        r->def_len = st.def_len;
+        if (st.def_len && !(r->def_bytes = malloc(st.def_len)))
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+        else if (st.def_len)
+            memcpy(r->def_bytes, st.def, st.def_len);
+        r->seq = seq;
+        r->attempt = st.attempts;
+    }
+    ql_step_free(&st);
+    return rc;
+}
+
+/* The first step at or after `from` that has not finished, or n_steps. Sets *warned when a
+ * finished step ended WARNING. */
+static int next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, uint32_t *out,
+                           bool *warned) {
+    *out = job->n_steps;
+    for (uint32_t i = 0; i < job->n_steps; i++) {
+        ql_step_t st;
+        int rc = ql_step_get(txn, &job->id, i, &st);
+        if (rc)
+            return rc;
+        ql_state_t state = st.state;
+        ql_step_free(&st);
+        if (state == QL_WARNING && warned)
+            *warned = true;
+        if (i >= from && *out == job->n_steps && state != QL_SUCCEED && state != QL_WARNING &&
+            state != QL_SKIP)
+            *out = i;
+    }
+    return 0;
+}
+
+static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    int64_t now = r->now;
+    ql_job_t job;
+    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc == QL_ENOTFOUND) {
+        r->result = RESULT_STALE;
+        return 0;
+    }
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the job: %s", ql_strerror(rc));
+    if (job.state != QL_READY) {
+        r->result = RESULT_STALE;
+        goto out;
+    }
+    job.fence = s->opts.fence;
+    bool exists;
+    if ((rc = ql_meta_job_target_exists(txn, &job, &exists)))
+        goto out;
+    if (!exists) {
+        r->result = RESULT_SUICIDAL;
+        rc = ql_job_set_state(txn, &job, QL_SUICIDAL, false, now, err);
+        goto out;
+    }
+    uint32_t seq;
+    bool warned = false;
+    if ((rc = next_unfinished(txn, &job, 0, &seq, &warned)) ||
+        (rc = ql_job_set_state(txn, &job, QL_PENDING, false, now, err)) ||
+        (rc = ql_job_set_state(txn, &job, QL_RUNNING, false, now, err)))
+        goto out;
+    if (seq == job.n_steps) {
+        /* Every step had finished before an interruption: the job is done. */
+        r->result = RESULT_FINISHED;
+        r->final_state = QL_SUCCEED;
+        rc = ql_job_set_state(txn, &job, QL_SUCCEED, warned, now, err);
+        goto out;
+    }
+    if ((rc = begin_step(txn, r, &job, seq, now, err)))
+        goto out;
+    ql_job_free(&r->jobinfo);
+    rc = ql_job_copy(&r->jobinfo, &job);
+    r->result = RESULT_RUN;
+out:
+    ql_job_free(&job);
+    return rc;
+}
+
+static void job_ended(run_t *r, ql_state_t state) {
+    ql_sched_t *s = r->s;
+    if (ql_state_is_final(state))
+        s->stats.finished++;
+    if (s->opts.on_job_end)
+        s->opts.on_job_end(s->opts.hook_arg, &r->job, state);
+}
+
+static void pick_done(void *arg, int status, const ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    r->refs--;
+    if (status) {
+        log_job(s, QL_LOG_ERROR, r, "cannot start the job: %s", err->msg);
+        run_drop(r);
+        return;
+    }
+    switch (r->result) {
+    case RESULT_STALE:
+        run_drop(r);
+        break;
+    case RESULT_SUICIDAL:
+        log_job(s, QL_LOG_WARN, r, "job READY -> SUICIDAL reason=\"its model or segment is gone\"");
+        job_ended(r, QL_SUICIDAL);
+        run_drop(r);
+        ql_sched_kick(s);
+        break;
+    case RESULT_FINISHED:
+        log_job(s, QL_LOG_INFO, r, "job READY -> SUCCEED reason=\"every step had finished\"");
+        job_ended(r, QL_SUCCEED);
+        run_drop(r);
+        ql_sched_kick(s);
+        break;
+    default:
+        s->stats.picked++;
+        log_job(s, QL_LOG_INFO, r, "job READY -> PENDING -> RUNNING step=%02u attempt=%u", r->seq,
+                r->attempt);
+        if (r->cancelled || s->stopping) {
+            run_drop(r);
+            break;
+        }
+        start_step(r);
+    }
+}
+
+/* ---- the fetcher ---- */
+
+typedef struct {
+    ql_sched_t *s;
+    ql_txn_t *txn;
+    int room;
+    int picked;
+    /* per-project running counts and limits, for this pass */
+    struct {
+        char name[QL_NAME_MAX + 1];
+        int running;
+        int limit;
+    } proj[64];
+    int n_proj;
+} fetch_ctx_t;
+
+static int project_slot(fetch_ctx_t *c, const char *name) {
+    for (int i = 0; i < c->n_proj; i++)
+        if (strcmp(c->proj[i].name, name) == 0)
+            return i;
+    if (c->n_proj == (int)(sizeof c->proj / sizeof c->proj[0]))
+        return -1;
+    int i = c->n_proj++;
+    snprintf(c->proj[i].name, sizeof c->proj[i].name, "%s", name);
+    c->proj[i].running = 0;
+    c->proj[i].limit = 0;
+    ql_project_t p;
+    if (ql_project_get(c->txn, name, 0, &p) == 0) {
+        const char *v = ql_strmap_get(&p.config, "kylin.job.max-concurrent-jobs");
+        if (v)
+            c->proj[i].limit = atoi(v);
+        ql_project_free(&p);
+    }
+    for (run_t *r = c->s->runs; r; r = r->next)
+        if (strcmp(r->project, name) == 0)
+            c->proj[i].running++;
+    return i;
+}
+
+static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    (void)priority;
+    (void)create_time;
+    fetch_ctx_t *c = arg;
+    ql_sched_t *s = c->s;
+    if (ql_sched_find_run(s, id))
+        return 0; /* in flight, or its previous try is still being stopped */
+    ql_job_t job;
+    if (ql_job_get(c->txn, id, 0, &job))
+        return 0;
+    int slot = project_slot(c, job.project);
+    bool full =
+        slot >= 0 && c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit;
+    if (!full) {
+        run_t *r = run_new(s, id, job.project);
+        if (r) {
+            r->phase = RUN_PICKING;
+            r->now = ql_clock_now_ms(s->opts.clock);
+            r->refs++;
+            if (ql_sched_submit(s, pick_fn, r, pick_done)) {
+                r->refs--;
+                run_drop(r);
+            } else {
+                c->room--;
+                c->picked++;
+                if (slot >= 0)
+                    c->proj[slot].running++;
+            }
+        }
+    }
+    ql_job_free(&job);
+    return c->room > 0 ? 0 : 1;
+}
+
+static void fetch(ql_sched_t *s) {
+    if (!s->fetching || s->stopping)
+        return;
+    int room = s->opts.max_concurrent_jobs - (int)s->n_runs;
+    if (room <= 0)
+        return;
+    s->stats.fetches++;
+    fetch_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->s = s;
+    c->room = room;
+    if (ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
+        int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
+        if (rc)
+            ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
+        ql_txn_abort(c->txn);
+    }
+    free(c);
+}
+
+static void kick_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    fetch(arg);
+}
+
+void ql_sched_kick(ql_sched_t *s) {
+    if (s->fetching && !s->stopping && !s->kick_timer.armed)
+        ql_timer_start(&s->kick_timer, 0, kick_cb, s);
+}
+
+static void poll_cb(ql_timer_t *t, void *arg) {
+    ql_sched_t *s = arg;
+    fetch(s);
+    if (s->fetching && !s->stopping)
+        ql_timer_start(t, s->opts.poll_interval_ms, poll_cb, s);
+}
+
+void ql_sched_start(ql_sched_t *s) {
+    s->fetching = true;
+    if (s->opts.poll_interval_ms > 0)
+        ql_timer_start(&s->poll_timer, s->opts.poll_interval_ms, poll_cb, s);
+    ql_sched_kick(s);
+}
+
+void ql_sched_pause_fetching(ql_sched_t *s) {
+    s->fetching = false;
+    ql_timer_stop(&s->poll_timer);
+    ql_timer_stop(&s->kick_timer);
+}
+
+bool ql_sched_is_fetching(const ql_sched_t *s) {
+    return s->fetching;
+}
+
+/* ---- running a step ---- */
+
+static void step_timer_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    ql_sched_step_completed(arg);
+}
+
+static void complete_later(run_t *r, int64_t delay, ql_state_t outcome, const char *msg) {
+    r->outcome = outcome;
+    free(r->msg);
+    r->msg = msg ? strdup(msg) : NULL;
+    ensure_timer(r);
+    ql_timer_start(&r->timer, delay < 0 ? 0 : delay, step_timer_cb, r);
+}
+
+static void start_step(run_t *r) {
+    ql_sched_t *s = r->s;
+    r->phase = RUN_STEP;
+    ql_err_t err = {0};
+    ql_stepdef_clear(&r->def);
+    if (ql_stepdef_decode(r->def_bytes, r->def_len, &r->def, &err)) {
+        complete_later(r, 0, QL_ERROR, err.msg[0] ? err.msg : "cannot decode the step definition");
+        return;
+    }
+    s->stats.steps_run++;
+    if (s->step_start_hook)
+        s->step_start_hook(s->step_start_arg, &r->job, r->seq);
+    const ql_stepdef_t *d = &r->def;
+    ql_state_t ok = d->kind == QL_STEP_FAIL   ? QL_ERROR
+                    : d->kind == QL_STEP_WARN ? QL_WARNING
+                                              : QL_SUCCEED;
+    const char *msg = d->message                ? d->message
+                      : d->kind == QL_STEP_FAIL ? "the step failed (kind fail)"
+                      : d->kind == QL_STEP_WARN ? "the step warned (kind warn)"
+                                                : NULL;
+    if (s->opts.virtual_steps) {
+        if (d->kind == QL_STEP_SHELL && !s->opts.allow_shell) {
+            complete_later(r, 0, QL_ERROR,
+                           "shell steps do not run in the simulator; pass "
+                           "--allow-shell to have them succeed");
+            return;
+        }
+        complete_later(r, ql_stepdef_sim_duration(d), ok, msg);
+        return;
+    }
+    switch (d->kind) {
+    case QL_STEP_NOOP:
+    case QL_STEP_FAIL:
+    case QL_STEP_WARN:
+        complete_later(r, 0, ok, msg);
+        return;
+    case QL_STEP_SLEEP:
+        complete_later(r, d->duration_ms, ok, msg);
+        return;
+    case QL_STEP_SHELL:
+        ql_sched_spawn_shell(r);
+        return;
+    }
+}
+
+/* ---- a step's end ---- */
+
+static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    int64_t now = r->now;
+    ql_job_t job;
+    ql_step_t st;
+    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc) {
+        r->result = RESULT_STALE;
+        return rc == QL_ENOTFOUND ? 0 : rc;
+    }
+    r->result = RESULT_STALE;
+    if (job.state != QL_RUNNING) {
+        ql_job_free(&job);
+        return 0;
+    }
+    if ((rc = ql_step_get(txn, &job.id, r->seq, &st))) {
+        ql_job_free(&job);
+        return ql_err_set(err, rc, "cannot read the step: %s", ql_strerror(rc));
+    }
+    if (st.state != QL_RUNNING || st.attempts != r->attempt)
+        goto out; /* an action or another try owns the step now */
+    job.fence = s->opts.fence;
+    if (r->output && (rc = ql_output_put(txn, &job.id, r->seq, r->output, r->output_len)))
+        goto out;
+    free(st.failed_msg);
+    st.failed_msg = r->msg ? strdup(r->msg) : NULL;
+    if (r->outcome == QL_ERROR) {
+        int retries = r->def.retries >= 0 ? r->def.retries : s->opts.retry;
+        if ((int64_t)st.attempts <= retries) {
+            int64_t wait = r->def.retry_interval_ms >= 0 ? r->def.retry_interval_ms
+                                                         : s->opts.retry_interval_ms;
+            st.retry_at = now + wait;
+            r->retry_wait = wait;
+            r->result = RESULT_RETRY;
+            rc = ql_step_set_state(txn, &st, QL_READY, now, err);
+            goto out;
+        }
+        r->result = RESULT_FAILED;
+        r->final_state = QL_ERROR;
+        if (!(rc = ql_step_set_state(txn, &st, QL_ERROR, now, err)))
+            rc = ql_job_set_state(txn, &job, QL_ERROR, false, now, err);
+        goto out;
+    }
+    if ((rc = ql_step_set_state(txn, &st, r->outcome, now, err)))
+        goto out;
+    uint32_t next;
+    bool warned = false;
+    if ((rc = next_unfinished(txn, &job, r->seq + 1, &next, &warned)))
+        goto out;
+    if (next < job.n_steps) {
+        r->result = RESULT_NEXT;
+        rc = begin_step(txn, r, &job, next, now, err);
+        if (!rc)
+            rc = ql_job_put(txn, &job);
+        goto out;
+    }
+    r->result = RESULT_FINISHED;
+    r->final_state = QL_SUCCEED;
+    rc = ql_job_set_state(txn, &job, QL_SUCCEED, warned, now, err);
+out:
+    ql_step_free(&st);
+    ql_job_free(&job);
+    return rc;
+}
+
+static int retry_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    run_t *r = arg;
+    ql_job_t job;
+    int rc = ql_job_get(txn, &r->job, 0, &job);
+    r->result = RESULT_STALE;
+    if (rc)
+        return rc == QL_ENOTFOUND ? 0 : rc;
+    ql_state_t state = job.state;
+    ql_job_free(&job);
+    if (state != QL_RUNNING)
+        return 0;
+    ql_step_t st;
+    if ((rc = ql_step_get(txn, &r->job, r->seq, &st)))
+        return ql_err_set(err, rc, "cannot read the step: %s", ql_strerror(rc));
+    bool ours = st.state == QL_READY && st.attempts == r->attempt;
+    ql_step_free(&st);
+    if (!ours)
+        return 0;
+    r->result = RESULT_NEXT;
+    if ((rc = ql_job_get(txn, &r->job, 0, &job)))
+        return rc;
+    rc = begin_step(txn, r, &job, r->seq, r->now, err);
+    ql_job_free(&job);
+    return rc;
+}
+
+static void step_written(void *arg, int status, const ql_err_t *err);
+
+static void retry_timer_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    run_t *r = arg;
+    if (r->cancelled || r->s->stopping) {
+        run_drop(r);
+        return;
+    }
+    r->phase = RUN_FINISHING;
+    r->now = ql_clock_now_ms(r->s->opts.clock);
+    r->refs++;
+    if (ql_sched_submit(r->s, retry_fn, r, step_written)) {
+        r->refs--;
+        run_drop(r);
+    }
+}
+
+static void step_written(void *arg, int status, const ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    r->refs--;
+    free(r->output);
+    r->output = NULL;
+    if (status) {
+        log_job(s, QL_LOG_ERROR, r, "cannot record the step's end: %s", err->msg);
+        run_drop(r);
+        return;
+    }
+    switch (r->result) {
+    case RESULT_NEXT:
+        log_job(s, QL_LOG_DEBUG, r, "step started step=%02u attempt=%u", r->seq, r->attempt);
+        if (r->cancelled || s->stopping) {
+            run_drop(r);
+            return;
+        }
+        start_step(r);
+        return;
+    case RESULT_RETRY:
+        log_job(s, QL_LOG_WARN, r,
+                "step failed, retrying step=%02u attempt=%u wait_ms=%lld reason=\"%s\"", r->seq,
+                r->attempt, (long long)r->retry_wait, r->msg ? r->msg : "");
+        r->phase = RUN_WAITING;
+        ensure_timer(r);
+        ql_timer_start(&r->timer, r->retry_wait, retry_timer_cb, r);
+        return;
+    case RESULT_FINISHED:
+    case RESULT_FAILED:
+        if (r->final_state == QL_ERROR)
+            log_job(s, QL_LOG_WARN, r, "job RUNNING -> ERROR step=%02u reason=\"%s\"", r->seq,
+                    r->msg ? r->msg : "");
+        else
+            log_job(s, QL_LOG_INFO, r, "job RUNNING -> SUCCEED");
+        job_ended(r, r->final_state);
+        run_drop(r);
+        ql_sched_kick(s);
+        return;
+    default:
+        run_drop(r);
+        ql_sched_kick(s);
+    }
+}
+
+void ql_sched_step_completed(run_t *r) {
+    ql_sched_t *s = r->s;
+    if (r->cancelled) {
+        run_drop(r);
+        ql_sched_kick(s);
+        return;
+    }
+    r->phase = RUN_FINISHING;
+    r->now = ql_clock_now_ms(s->opts.clock);
+    r->refs++;
+    if (ql_sched_submit(s, finish_fn, r, step_written)) {
+        r->refs--;
+        run_drop(r);
+    }
+}
+
+/* ---- actions ---- */
+
+typedef struct {
+    ql_sched_t *s;
+    ql_id_t job;
+    ql_action_t action;
+    ql_state_t was;
+    int64_t now;
+    ql_sched_done_cb done;
+    void *arg;
+} action_t;
+
+static int action_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    action_t *a = arg;
+    return ql_job_apply_action(txn, &a->job, a->action, a->now, &a->was, err);
+}
+
+void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason) {
+    if (r->cancelled || r->phase == RUN_DONE)
+        return;
+    r->cancelled = true;
+    if (r->proc) {
+        ql_proc_stop(r->proc, reason);
+        return; /* the process's end drops the run */
+    }
+    if (r->phase == RUN_STEP || r->phase == RUN_WAITING) {
+        if (r->timer_init)
+            ql_timer_stop(&r->timer);
+        run_drop(r);
+        ql_sched_kick(r->s);
+    }
+    /* PICKING / FINISHING: the mutation's answer sees `cancelled` and drops the run. */
+}
+
+static void action_done(void *arg, int status, const ql_err_t *err) {
+    action_t *a = arg;
+    ql_sched_t *s = a->s;
+    if (status == 0) {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&a->job, id);
+        ql_log(s->opts.log, QL_LOG_INFO, "scheduler", "job action %s job=%s was=%s",
+               ql_action_name(a->action), id, ql_state_name(a->was));
+        run_t *r = ql_sched_find_run(s, &a->job);
+        if (r && a->action != QL_ACTION_RESUME) {
+            ql_proc_stop_reason_t reason = a->action == QL_ACTION_PAUSE     ? QL_PROC_STOP_PAUSE
+                                           : a->action == QL_ACTION_DISCARD ? QL_PROC_STOP_DISCARD
+                                                                            : QL_PROC_STOP_RESTART;
+            ql_sched_cancel_run(r, reason);
+        }
+        if (a->action == QL_ACTION_RESUME || a->action == QL_ACTION_RESTART)
+            ql_sched_kick(s);
+        if (s->opts.on_job_end && (a->action == QL_ACTION_DISCARD || a->action == QL_ACTION_PAUSE))
+            s->opts.on_job_end(s->opts.hook_arg, &a->job,
+                               a->action == QL_ACTION_DISCARD ? QL_DISCARDED : QL_PAUSED);
+    }
+    if (a->done)
+        a->done(a->arg, status, err);
+    free(a);
+}
+
+int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
+                    void *arg) {
+    action_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return UV_ENOMEM;
+    a->s = s;
+    a->job = *job;
+    a->action = action;
+    a->now = ql_clock_now_ms(s->opts.clock);
+    a->done = done;
+    a->arg = arg;
+    int rc = ql_sched_submit(s, action_fn, a, action_done);
+    if (rc)
+        free(a);
+    return rc;
+}
+
+/* ---- recovery ---- */
+
+typedef struct {
+    ql_sched_t *s;
+    uint64_t n;
+} recover_t;
+
+static void kill_pgid(int pgid, void *arg) {
+    recover_t *rc = arg;
+    ql_proc_kill_group(pgid);
+    ql_log(rc->s->opts.log, QL_LOG_INFO, "scheduler",
+           "killed the process group of an interrupted step pgid=%d", pgid);
+}
+
+static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    recover_t *r = arg;
+    return ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), kill_pgid, r, &r->n, err);
+}
+
+int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
+    recover_t r = {.s = s};
+    int rc = ql_writer_call(s->opts.writer, recover_fn, &r, err);
+    if (rc == 0) {
+        if (r.n)
+            ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+                   "recovered interrupted jobs count=%llu reason=\"found RUNNING or PENDING at "
+                   "startup\"",
+                   (unsigned long long)r.n);
+        if (recovered)
+            *recovered = r.n;
+    }
+    return rc;
+}
+
+/* ---- lifecycle ---- */
+
+int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
+    *out = NULL;
+    ql_sched_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return UV_ENOMEM;
+    s->opts = *opts;
+    if (s->opts.max_concurrent_jobs <= 0)
+        s->opts.max_concurrent_jobs = 10;
+    if (!s->opts.output_max)
+        s->opts.output_max = QL_PROC_DEFAULT_MAX_OUTPUT;
+    if (!s->opts.kill_grace_ms)
+        s->opts.kill_grace_ms = QL_PROC_DEFAULT_GRACE_MS;
+    s->n_buckets = 64;
+    while (s->n_buckets < (size_t)s->opts.max_concurrent_jobs * 2)
+        s->n_buckets *= 2;
+    s->buckets = calloc(s->n_buckets, sizeof *s->buckets);
+    if (!s->buckets) {
+        free(s);
+        return UV_ENOMEM;
+    }
+    ql_timer_init(opts->clock, &s->poll_timer);
+    ql_timer_init(opts->clock, &s->kick_timer);
+    ql_timer_init(opts->clock, &s->flush_timer);
+    *out = s;
+    return 0;
+}
+
+void ql_sched_check_stopped(ql_sched_t *s) {
+    if (!s->stopping || s->n_runs || !s->stop_done)
+        return;
+    for (run_t *r = s->runs; r; r = r->next)
+        return;
+    void (*done)(void *) = s->stop_done;
+    s->stop_done = NULL;
+    done(s->stop_arg);
+}
+
+typedef struct {
+    run_t *r;
+} interrupt_t;
+
+static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    run_t *r = arg;
+    ql_job_t job;
+    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc)
+        return rc == QL_ENOTFOUND ? 0 : rc;
+    if (job.state == QL_RUNNING) {
+        ql_step_t st;
+        if (ql_step_get(txn, &job.id, r->seq, &st) == 0) {
+            if (st.state == QL_RUNNING)
+                rc = ql_step_set_state(txn, &st, QL_READY, r->now, err);
+            ql_step_free(&st);
+        }
+        if (!rc)
+            rc = ql_job_set_state(txn, &job, QL_READY, false, r->now, err);
+    }
+    ql_job_free(&job);
+    return rc;
+}
+
+static void interrupt_done(void *arg, int status, const ql_err_t *err) {
+    run_t *r = arg;
+    r->refs--;
+    if (status)
+        log_job(r->s, QL_LOG_ERROR, r, "cannot put the job back to READY: %s", err->msg);
+    else
+        log_job(r->s, QL_LOG_INFO, r, "job RUNNING -> READY reason=\"server shutting down\"");
+    ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
+}
+
+void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), void *arg) {
+    ql_sched_pause_fetching(s);
+    s->stopping = true;
+    s->stop_done = done;
+    s->stop_arg = arg;
+    if (pause_running) {
+        for (run_t *r = s->runs, *next; r; r = next) {
+            next = r->next;
+            if (r->phase != RUN_STEP && r->phase != RUN_WAITING)
+                continue; /* a mutation is in flight; its answer sees `stopping` */
+            r->now = ql_clock_now_ms(s->opts.clock);
+            r->refs++;
+            if (ql_sched_submit(s, interrupt_fn, r, interrupt_done)) {
+                r->refs--;
+                ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
+            }
+        }
+    }
+    ql_sched_check_stopped(s);
+}
+
+static void sched_timer_closed(ql_timer_t *t) {
+    ql_sched_t *s = t->arg;
+    if (--s->closing == 0) {
+        free(s->buckets);
+        free(s);
+    }
+}
+
+void ql_sched_free(ql_sched_t *s) {
+    if (!s)
+        return;
+    for (run_t *r = s->runs; r; r = r->next)
+        if (r->proc)
+            ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+    /* Timers of the real clock close asynchronously: free once all three are closed. */
+    s->closing = 3;
+    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer};
+    for (int i = 0; i < 3; i++) {
+        ql_timer_stop(timers[i]);
+        timers[i]->arg = s;
+        ql_timer_close(timers[i], sched_timer_closed);
+    }
+}
+
+void ql_sched_get_stats(const ql_sched_t *s, ql_sched_stats_t *out) {
+    *out = s->stats;
+    out->running = (unsigned)s->n_runs;
+}
+
+bool ql_sched_idle(const ql_sched_t *s) {
+    return s->n_runs == 0;
+}
+
+void ql_sched_set_step_start_hook(ql_sched_t *s,
+                                  void (*hook)(void *arg, const ql_id_t *job, uint32_t seq),
+                                  void *arg) {
+    s->step_start_hook = hook;
+    s->step_start_arg = arg;
+}

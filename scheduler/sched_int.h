@@ -1,0 +1,83 @@
+/* Scheduler internals shared by sched.c and sched_shell.c (not public). */
+#ifndef QL_SCHED_INT_H
+#define QL_SCHED_INT_H
+
+#include "scheduler/ql_sched.h"
+
+#include <stddef.h>
+
+typedef enum run_phase {
+    RUN_PICKING,
+    RUN_STEP,
+    RUN_FINISHING,
+    RUN_WAITING,
+    RUN_DONE,
+} run_phase_t;
+
+typedef enum run_result {
+    RESULT_STALE,    /* the job moved on without us: drop the run */
+    RESULT_RUN,      /* picked: start the step */
+    RESULT_SUICIDAL, /* its target is gone */
+    RESULT_NEXT,     /* the next step (or a retry) is RUNNING: start it */
+    RESULT_RETRY,    /* the step failed and waits for a retry */
+    RESULT_FINISHED, /* the job ended SUCCEED */
+    RESULT_FAILED,   /* the job ended ERROR */
+} run_result_t;
+
+typedef struct run run_t;
+struct run {
+    ql_sched_t *s;
+    ql_id_t job;
+    char project[QL_NAME_MAX + 1];
+    run_phase_t phase;
+    bool cancelled;
+    int refs;    /* answers and close callbacks still to come */
+    int64_t now; /* the time a mutation in flight writes */
+    /* written by mutations (writer thread) while phase is PICKING or FINISHING */
+    run_result_t result;
+    ql_state_t final_state;
+    uint32_t seq;
+    uint32_t attempt;
+    uint8_t *def_bytes;
+    size_t def_len;
+    int64_t retry_wait;
+    ql_job_t jobinfo; /* the job as picked, for step parameters */
+    /* the step being executed */
+    ql_stepdef_t def;
+    ql_state_t outcome;
+    char *msg;
+    char *output;
+    size_t output_len;
+    ql_proc_t *proc;
+    ql_timer_t timer;
+    bool timer_init;
+    run_t *next, *prev, *hnext;
+};
+
+struct ql_sched {
+    ql_sched_opts_t opts;
+    run_t *runs;
+    size_t n_runs;
+    run_t **buckets;
+    size_t n_buckets;
+    bool fetching;
+    bool stopping;
+    void (*stop_done)(void *arg);
+    void *stop_arg;
+    int closing;
+    ql_timer_t poll_timer, kick_timer, flush_timer;
+    ql_sched_stats_t stats;
+    void (*step_start_hook)(void *arg, const ql_id_t *job, uint32_t seq);
+    void *step_start_arg;
+};
+
+run_t *ql_sched_find_run(ql_sched_t *s, const ql_id_t *id);
+int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done);
+/* The step of r ended (r->outcome, msg, output set): record it. */
+void ql_sched_step_completed(run_t *r);
+void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason);
+void ql_sched_check_stopped(ql_sched_t *s);
+/* Starts r's shell step as a process (sched_shell.c). */
+void ql_sched_spawn_shell(run_t *r);
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * Running a shell step: its parameters (QILIN_* environment and ${...} substitutions, never
+ * re-parsed by a shell), the process through qilin-exec, and its result.
+ */
+#include "scheduler/sched_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    P_JOB_ID,
+    P_JOB_TYPE,
+    P_PROJECT,
+    P_MODEL,
+    P_SEG_ID,
+    P_SEG_START,
+    P_SEG_END,
+    P_SEG_START_FMT,
+    P_SEG_END_FMT,
+    P_STEP_ID,
+    P_COUNT
+};
+
+static const char *const param_names[P_COUNT] = {
+    "QILIN_JOB_ID",          "QILIN_JOB_TYPE",      "QILIN_PROJECT",     "QILIN_MODEL",
+    "QILIN_SEGMENT_ID",      "QILIN_SEGMENT_START", "QILIN_SEGMENT_END", "QILIN_SEGMENT_START_FMT",
+    "QILIN_SEGMENT_END_FMT", "QILIN_STEP_ID",
+};
+
+typedef struct {
+    char v[P_COUNT][160];
+} params_t;
+
+/* Formats an instant with the model's partition format in the project's time zone; falls back
+ * to the epoch milliseconds when the model has no format or the instant cannot be shown. */
+static void format_instant(const ql_tz_t *tz, const ql_datefmt_t *fmt, int64_t ms, char *buf,
+                           size_t cap) {
+    if (tz && fmt && ms != QL_RANGE_FULL_END) {
+        ql_civil_t c;
+        ql_tz_to_civil(tz, ms, &c);
+        if (ql_datefmt_format(fmt, &c, buf, cap) == 0)
+            return;
+    }
+    snprintf(buf, cap, "%lld", (long long)ms);
+}
+
+static void build_params(run_t *r, params_t *p) {
+    const ql_job_t *j = &r->jobinfo;
+    memset(p, 0, sizeof *p);
+    ql_id_format(&j->id, p->v[P_JOB_ID]);
+    snprintf(p->v[P_JOB_TYPE], sizeof p->v[0], "%s", j->type);
+    snprintf(p->v[P_PROJECT], sizeof p->v[0], "%s", j->project);
+    snprintf(p->v[P_MODEL], sizeof p->v[0], "%s", j->model_name);
+    if (!ql_id_is_zero(&j->segment))
+        ql_id_format(&j->segment, p->v[P_SEG_ID]);
+    ql_step_id_format(&j->id, r->seq, p->v[P_STEP_ID]);
+    if (!j->has_range)
+        return;
+    snprintf(p->v[P_SEG_START], sizeof p->v[0], "%lld", (long long)j->range_start);
+    snprintf(p->v[P_SEG_END], sizeof p->v[0], "%lld", (long long)j->range_end);
+
+    /* The formatted range needs the model's format and the project's zone. */
+    char tzname[128] = "UTC", pattern[QL_FORMAT_MAX + 1] = "";
+    if (r->s->opts.default_timezone && r->s->opts.default_timezone[0])
+        snprintf(tzname, sizeof tzname, "%s", r->s->opts.default_timezone);
+    ql_txn_t *txn;
+    if (ql_txn_begin(r->s->opts.store, false, &txn) == 0) {
+        ql_project_t pr;
+        if (ql_project_get(txn, j->project, 0, &pr) == 0) {
+            const char *z = ql_strmap_get(&pr.config, "kylin.web.timezone");
+            if (z && z[0])
+                snprintf(tzname, sizeof tzname, "%s", z);
+            ql_project_free(&pr);
+        }
+        ql_model_t m;
+        if (!ql_id_is_zero(&j->model) && ql_model_get(txn, &j->model, 0, &m) == 0) {
+            if (m.partitioned)
+                snprintf(pattern, sizeof pattern, "%s", m.partition_format);
+            ql_model_free(&m);
+        }
+        ql_txn_abort(txn);
+    }
+    ql_tz_t *tz = NULL;
+    ql_datefmt_t *fmt = NULL;
+    if (ql_tz_load(tzname, &tz))
+        tz = NULL;
+    if (pattern[0] && ql_datefmt_open(pattern, &fmt, NULL))
+        fmt = NULL;
+    format_instant(tz, fmt, j->range_start, p->v[P_SEG_START_FMT], sizeof p->v[0]);
+    format_instant(tz, fmt, j->range_end, p->v[P_SEG_END_FMT], sizeof p->v[0]);
+    ql_datefmt_free(fmt);
+    ql_tz_free(tz);
+}
+
+static void proc_closed(void *arg) {
+    run_t *r = arg;
+    r->refs--;
+    ql_sched_step_completed(r); /* drops the run when cancelled */
+}
+
+static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
+    run_t *r = arg;
+    ql_proc_verdict_t v;
+    ql_proc_classify(res, r->def.warning_exit_code > 0 ? r->def.warning_exit_code : -1, &v);
+    r->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
+                 : v.outcome == QL_PROC_WARNING ? QL_WARNING
+                                                : QL_ERROR;
+    free(r->msg);
+    r->msg = v.msg[0] ? strdup(v.msg) : NULL;
+    free(r->output);
+    r->output = NULL;
+    r->output_len = 0;
+    if (res->output && (r->output = malloc(res->output_len + 1))) {
+        memcpy(r->output, res->output, res->output_len + 1);
+        r->output_len = res->output_len;
+    }
+    r->proc = NULL;
+    ql_proc_close(proc, proc_closed);
+}
+
+typedef struct {
+    ql_id_t job;
+    uint32_t seq, attempt;
+    int pgid;
+} pgid_note_t;
+
+static int pgid_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    (void)err;
+    pgid_note_t *n = arg;
+    ql_step_t st;
+    int rc = ql_step_get(txn, &n->job, n->seq, &st);
+    if (rc)
+        return rc == QL_ENOTFOUND ? 0 : rc;
+    if (st.state == QL_RUNNING && st.attempts == n->attempt) {
+        st.pgid = n->pgid;
+        rc = ql_step_put(txn, &st);
+    }
+    ql_step_free(&st);
+    return rc;
+}
+
+static void pgid_done(void *arg, int status, const ql_err_t *err) {
+    (void)status;
+    (void)err;
+    free(arg);
+}
+
+void ql_sched_spawn_shell(run_t *r) {
+    ql_sched_t *s = r->s;
+    params_t p;
+    build_params(r, &p);
+    ql_param_t params[P_COUNT];
+    for (int i = 0; i < P_COUNT; i++) {
+        params[i].name = param_names[i];
+        params[i].value = p.v[i];
+    }
+    /* Custom parameters of ad-hoc jobs are stored with the job (see api/ jobs). */
+    ql_step_exec_t ex;
+    ql_err_t err = {0};
+    if (ql_template_expand_step(&r->def, params, P_COUNT, &ex, &err)) {
+        r->outcome = QL_ERROR;
+        free(r->msg);
+        r->msg = strdup(err.msg);
+        ql_sched_step_completed(r);
+        return;
+    }
+    ql_proc_env_t *env = calloc(ex.n_env ? ex.n_env : 1, sizeof *env);
+    char **keys = calloc(ex.n_env ? ex.n_env : 1, sizeof *keys);
+    char log_path[4096];
+    snprintf(log_path, sizeof log_path, "%s/%s/%s.log", s->opts.log_dir ? s->opts.log_dir : "logs",
+             p.v[P_JOB_ID], p.v[P_STEP_ID]);
+    int rc = (env && keys) ? 0 : UV_ENOMEM;
+    size_t n_env = 0;
+    for (size_t i = 0; !rc && i < ex.n_env; i++) {
+        const char *eq = strchr(ex.envp[i], '=');
+        if (!eq)
+            continue;
+        keys[n_env] = strndup(ex.envp[i], (size_t)(eq - ex.envp[i]));
+        env[n_env].key = keys[n_env];
+        env[n_env].value = eq + 1;
+        n_env++;
+    }
+    if (!rc) {
+        ql_proc_spec_t spec;
+        ql_proc_spec_init(&spec);
+        spec.argv = (const char *const *)ex.argv;
+        spec.env = env;
+        spec.env_count = n_env;
+        spec.cwd = ex.cwd;
+        spec.timeout_ms = r->def.timeout_ms;
+        spec.log_path = log_path;
+        spec.max_output = s->opts.output_max;
+        spec.grace_ms = s->opts.kill_grace_ms;
+        spec.exec_helper = s->opts.exec_helper;
+        rc = ql_proc_spawn(ql_clock_loop(s->opts.clock), &spec, proc_exited, r, &r->proc, &err);
+    }
+    for (size_t i = 0; i < n_env; i++)
+        free(keys[i]);
+    free(keys);
+    free(env);
+    ql_step_exec_free(&ex);
+    if (rc) {
+        r->proc = NULL;
+        r->outcome = QL_ERROR;
+        free(r->msg);
+        r->msg = strdup(err.msg[0] ? err.msg : ql_strerror(rc));
+        ql_sched_step_completed(r);
+        return;
+    }
+    r->refs++; /* released when the process is closed */
+    pgid_note_t *n = malloc(sizeof *n);
+    if (n) {
+        n->job = r->job;
+        n->seq = r->seq;
+        n->attempt = r->attempt;
+        n->pgid = (int)ql_proc_pgid(r->proc);
+        if (ql_sched_submit(s, pgid_fn, n, pgid_done))
+            free(n);
+    }
+}
