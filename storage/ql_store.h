@@ -89,6 +89,10 @@ int ql_meta_put_u64(ql_txn_t *txn, const char *key, uint64_t value);
 int ql_meta_get_str(ql_txn_t *txn, const char *key, char *buf, size_t cap);
 int ql_meta_put_str(ql_txn_t *txn, const char *key, const char *value);
 
+/* A counter raised by every project or model write (in the same transaction): a cached,
+ * decoded copy of projects and models is exact while the generation it was read at holds. */
+int ql_store_metadata_generation(ql_txn_t *txn, uint64_t *out);
+
 /* ---- projects ---- */
 
 int ql_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t *out);

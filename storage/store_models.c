@@ -15,13 +15,32 @@ int ql_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t
     return z ? ql_project_decode_z(z, v.mv_data, v.mv_size, flags, out) : UV_ENOMEM;
 }
 
+/* Every project or model write bumps the generation, in the same transaction, so a reader that
+ * keeps a decoded copy of the metadata (the dispatcher) knows exactly when it is stale. */
+static int bump_generation(ql_txn_t *txn) {
+    uint64_t gen = 0;
+    int rc = ql_meta_get_u64(txn, "metadata_generation", &gen);
+    if (rc && rc != QL_ENOTFOUND)
+        return rc;
+    return ql_meta_put_u64(txn, "metadata_generation", gen + 1);
+}
+
+int ql_store_metadata_generation(ql_txn_t *txn, uint64_t *out) {
+    int rc = ql_meta_get_u64(txn, "metadata_generation", out);
+    if (rc == QL_ENOTFOUND) {
+        *out = 0;
+        return 0;
+    }
+    return rc;
+}
+
 int ql_project_put(ql_txn_t *txn, const ql_project_t *p) {
     size_t n = strlen(p->name);
     if (n == 0 || n > QL_NAME_MAX)
         return QL_EINVAL;
     ql_buf_reset(&txn->buf);
     int rc = ql_project_encode(p, &txn->buf);
-    if (rc)
+    if (rc || (rc = bump_generation(txn)))
         return rc;
     return ql_db_put(txn, DB_PROJECTS, p->name, n, txn->buf.data, txn->buf.len);
 }
@@ -143,7 +162,8 @@ int ql_model_put(ql_txn_t *txn, const ql_model_t *m) {
         if ((rc = ql_count_add(txn, ck, count_key(ck, m->project), 1)))
             return rc;
     }
-    if ((rc = ql_db_put(txn, DB_MODEL_NAMES, key, klen, m->id.b, 16)))
+    if ((rc = ql_db_put(txn, DB_MODEL_NAMES, key, klen, m->id.b, 16)) ||
+        (rc = bump_generation(txn)))
         return rc;
     ql_buf_reset(&txn->buf);
     if ((rc = ql_model_encode(m, &txn->buf)))
