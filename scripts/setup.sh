@@ -7,7 +7,7 @@ packages=(
     build-essential g++ cmake pkg-config
     libuv1-dev liblmdb-dev lmdb-utils libmsgpack-dev libyaml-dev libcriterion-dev
     libicu-dev libcctz-dev tzdata libjansson-dev libhttp-parser-dev
-    libcurl4-openssl-dev libzookeeper-mt-dev
+    libcurl4-openssl-dev libzookeeper-mt-dev libsodium-dev
     clang libclang-rt-14-dev clang-format
     curl
 )

@@ -1,0 +1,1031 @@
+/*
+ * The HTTP server, end to end: a real server on 127.0.0.1 port 0, its loop on a thread, and
+ * plain blocking sockets as clients. Code that touches the server runs on the loop thread
+ * through on_loop(); waiting is always a blocking read or poll with a deadline.
+ */
+#include <criterion/criterion.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/ql_http.h"
+
+#define MAX_HELD 16
+
+typedef struct srv srv_t;
+typedef void (*loop_fn)(srv_t *s, void *arg);
+
+typedef struct cmd {
+    loop_fn fn;
+    void *arg;
+    bool done;
+    struct cmd *next;
+} cmd_t;
+
+struct srv {
+    uv_loop_t loop;
+    uv_async_t async;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    cmd_t *cmds;
+    ql_http_server_t *server;
+    ql_http_router_t *router;
+    ql_auth_t *auth;
+    int port;
+    bool server_closed;
+    /* Loop-thread state, read by tests through on_loop() or under mu. */
+    ql_http_req_t *held[MAX_HELD];
+    size_t n_held;
+    int handled;
+    int held_respond_rc;
+    bool held_gone;
+};
+
+static srv_t S;
+
+/* ---- the loop thread ---- */
+
+static void on_async(uv_async_t *a) {
+    srv_t *s = a->data;
+    pthread_mutex_lock(&s->mu);
+    cmd_t *list = s->cmds;
+    s->cmds = NULL;
+    pthread_mutex_unlock(&s->mu);
+    /* Run in submission order. */
+    cmd_t *rev = NULL;
+    while (list) {
+        cmd_t *n = list->next;
+        list->next = rev;
+        rev = list;
+        list = n;
+    }
+    for (cmd_t *c = rev, *n; c; c = n) {
+        n = c->next;
+        c->fn(s, c->arg);
+        pthread_mutex_lock(&s->mu);
+        c->done = true;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+static void *loop_main(void *arg) {
+    srv_t *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* Runs fn(s, arg) on the loop thread and waits for it. */
+static void on_loop(srv_t *s, loop_fn fn, void *arg) {
+    cmd_t c = {fn, arg, false, NULL};
+    pthread_mutex_lock(&s->mu);
+    c.next = s->cmds;
+    s->cmds = &c;
+    pthread_mutex_unlock(&s->mu);
+    uv_async_send(&s->async);
+    pthread_mutex_lock(&s->mu);
+    while (!c.done)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- handlers (loop thread) ---- */
+
+static void count_handled(srv_t *s) {
+    pthread_mutex_lock(&s->mu);
+    s->handled++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void h_echo(ql_http_req_t *req, void *arg) {
+    srv_t *s = arg;
+    count_handled(s);
+    size_t blen;
+    const char *body = ql_http_req_body(req, &blen);
+    const char *ids[8];
+    size_t n_ids = ql_http_req_query_values(req, "ids", ids, 8);
+    char out[4096];
+    int n = snprintf(out, sizeof out,
+                     "method=%s path=%s route=%s model=%s project=%s x=%s ids=%zu:%s,%s,%s "
+                     "ua=%s peer_lo=%d body=%.*s",
+                     ql_http_req_method(req), ql_http_req_path(req),
+                     ql_http_req_route(req) ? ql_http_req_route(req) : "-",
+                     ql_http_req_param(req, "model") ? ql_http_req_param(req, "model") : "-",
+                     ql_http_req_query(req, "project") ? ql_http_req_query(req, "project") : "-",
+                     ql_http_req_query(req, "x") ? ql_http_req_query(req, "x") : "-", n_ids,
+                     n_ids > 0 ? ids[0] : "", n_ids > 1 ? ids[1] : "", n_ids > 2 ? ids[2] : "",
+                     ql_http_req_header(req, "user-agent") ? ql_http_req_header(req, "USER-AGENT")
+                                                           : "-",
+                     ql_http_req_is_loopback(req), (int)blen, body);
+    ql_http_respond(req, 200, "text/plain", out, (size_t)n);
+}
+
+static void h_hold(ql_http_req_t *req, void *arg) {
+    srv_t *s = arg;
+    count_handled(s);
+    cr_assert_lt(s->n_held, MAX_HELD);
+    s->held[s->n_held++] = req;
+}
+
+static void h_user(ql_http_req_t *req, void *arg) {
+    srv_t *s = arg;
+    count_handled(s);
+    char out[256];
+    int n = snprintf(out, sizeof out, "user=%s role=%s", ql_http_req_user(req),
+                     ql_auth_role_name(ql_http_req_role(req)));
+    ql_http_respond(req, 200, "text/plain", out, (size_t)n);
+}
+
+static void h_error(ql_http_req_t *req, void *arg) {
+    (void)arg;
+    cr_assert_eq(ql_http_add_header(req, "X-Bad", "a\r\nInjected: 1"), QL_EINVAL);
+    cr_assert_eq(ql_http_add_header(req, "X-Good", "yes"), 0);
+    ql_http_respond_error(req, 409, QL_ESEGOVERLAP, "segment \"%s\" overlaps", "s1");
+}
+
+/* ---- server setup ---- */
+
+typedef struct start_args {
+    ql_http_limits_t limits;
+    const char *listen;
+} start_args_t;
+
+static void srv_start_on(srv_t *s, const start_args_t *a) {
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    cr_assert_eq(uv_loop_init(&s->loop), 0);
+    cr_assert_eq(uv_async_init(&s->loop, &s->async, on_async), 0);
+    s->async.data = s;
+    cr_assert_eq(ql_http_router_new(&s->router), 0);
+    ql_http_router_t *r = s->router;
+    cr_assert_eq(ql_http_router_add(r, "GET", "/echo", "echo", 0, h_echo, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "POST", "/echo", "echo_post", 0, h_echo, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/hold", "hold", 0, h_hold, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "POST", "/hold", "hold", 0, h_hold, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/error", "error", 0, h_error, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "PUT", "/kylin/api/models/{model}/segments",
+                                    "segments_update", 0, h_echo, s),
+                 0);
+    cr_assert_eq(ql_http_router_add(r, "POST", "/kylin/api/models/{model}/segments",
+                                    "segments_build", 0, h_echo, s),
+                 0);
+    cr_assert_eq(
+        ql_http_router_add(r, "GET", "/kylin/api/user", "user", QL_HTTP_ROUTE_AUTH, h_user, s), 0);
+    ql_http_config_t cfg = {
+        .limits = a->limits, .handler = ql_http_router_handle, .handler_arg = r};
+    cr_assert_eq(ql_http_server_new(&s->loop, &cfg, &s->server), 0);
+    cr_assert_eq(ql_http_server_listen(s->server, a->listen ? a->listen : "127.0.0.1:0"), 0);
+    cr_assert_eq(ql_http_server_port(s->server, &s->port), 0);
+    cr_assert_gt(s->port, 0);
+    cr_assert_eq(pthread_create(&s->thread, NULL, loop_main, s), 0);
+}
+
+static void srv_start(const ql_http_limits_t *limits) {
+    start_args_t a = {0};
+    if (limits)
+        a.limits = *limits;
+    srv_start_on(&S, &a);
+}
+
+static void on_server_closed(ql_http_server_t *server, void *arg) {
+    srv_t *s = arg;
+    (void)server;
+    s->server_closed = true;
+}
+
+static void do_close_server(srv_t *s, void *arg) {
+    (void)arg;
+    ql_http_server_close(s->server, on_server_closed, s);
+}
+
+static void do_stop(srv_t *s, void *arg) {
+    (void)arg;
+    /* Whatever a test left held is answered now (the connection may be gone). */
+    for (size_t i = 0; i < s->n_held; i++)
+        ql_http_respond(s->held[i], 200, NULL, NULL, 0);
+    s->n_held = 0;
+    if (!s->server_closed)
+        ql_http_server_close(s->server, on_server_closed, s);
+    uv_close((uv_handle_t *)&s->async, NULL);
+}
+
+static void srv_stop(void) {
+    on_loop(&S, do_stop, NULL);
+    pthread_join(S.thread, NULL);
+    cr_assert(S.server_closed, "the close callback ran");
+    /* Every handle the server opened is closed: uv_loop_close refuses otherwise. */
+    cr_assert_eq(uv_loop_close(&S.loop), 0);
+    ql_http_server_free(S.server);
+    ql_http_router_free(S.router);
+    if (S.auth)
+        ql_auth_free(S.auth);
+}
+
+typedef struct counters_arg {
+    ql_http_counters_t c;
+    const char *route;
+    int status;
+    uint64_t stat;
+} counters_arg_t;
+
+static void do_counters(srv_t *s, void *arg) {
+    counters_arg_t *a = arg;
+    ql_http_server_counters(s->server, &a->c);
+    if (a->route)
+        a->stat = ql_http_server_stat(s->server, a->route, a->status);
+}
+
+static ql_http_counters_t counters(void) {
+    counters_arg_t a = {0};
+    on_loop(&S, do_counters, &a);
+    return a.c;
+}
+
+static uint64_t stat_of(const char *route, int status) {
+    counters_arg_t a = {.route = route, .status = status};
+    on_loop(&S, do_counters, &a);
+    return a.stat;
+}
+
+static int handled(void) {
+    pthread_mutex_lock(&S.mu);
+    int n = S.handled;
+    pthread_mutex_unlock(&S.mu);
+    return n;
+}
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polls cond() until true or 5 s pass. */
+#define WAIT_FOR(cond)                                                                             \
+    do {                                                                                           \
+        int64_t deadline_ = now_ms() + 5000;                                                       \
+        while (!(cond) && now_ms() < deadline_) {                                                  \
+            struct pollfd none_;                                                                   \
+            poll(&none_, 0, 2);                                                                    \
+        }                                                                                          \
+        cr_assert(cond, "timed out waiting for " #cond);                                           \
+    } while (0)
+
+/* ---- clients ---- */
+
+typedef struct client {
+    int fd;
+    char buf[1 << 17];
+    size_t len;
+} client_t;
+
+typedef struct response {
+    int status;
+    char headers[4096];
+    char body[8192];
+    size_t body_len;
+} response_t;
+
+static client_t *cl_connect(void) {
+    client_t *c = calloc(1, sizeof *c);
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(c->fd, 0);
+    struct timeval tv = {5, 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)S.port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(c->fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s",
+                 strerror(errno));
+    return c;
+}
+
+static void cl_close(client_t *c) {
+    close(c->fd);
+    free(c);
+}
+
+static void cl_sendn(client_t *c, const char *data, size_t n) {
+    while (n) {
+        ssize_t w = send(c->fd, data, n, MSG_NOSIGNAL);
+        if (w < 0)
+            return; /* the server may have closed: the test reads what it answered */
+        data += w;
+        n -= (size_t)w;
+    }
+}
+
+static void cl_send(client_t *c, const char *data) {
+    cl_sendn(c, data, strlen(data));
+}
+
+/* Reads more bytes; returns the count, 0 on EOF, -1 on timeout or error. */
+static ssize_t cl_fill(client_t *c) {
+    if (c->len == sizeof c->buf)
+        return -1;
+    ssize_t n = recv(c->fd, c->buf + c->len, sizeof c->buf - c->len, 0);
+    if (n > 0)
+        c->len += (size_t)n;
+    return n < 0 ? -1 : n;
+}
+
+static const char *find_header(const response_t *r, const char *name) {
+    static char value[1024];
+    size_t nl = strlen(name);
+    for (const char *p = r->headers; (p = strstr(p, "\r\n")) != NULL;) {
+        p += 2;
+        if (strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            const char *e = strstr(v, "\r\n");
+            size_t n = e ? (size_t)(e - v) : strlen(v);
+            snprintf(value, sizeof value, "%.*s", (int)n, v);
+            return value;
+        }
+    }
+    return NULL;
+}
+
+/* Reads one response (interim 1xx included) for a request with method (for HEAD). Returns 0, or
+ * -1 when the connection closed or timed out first. */
+static int cl_response_m(client_t *c, response_t *r, bool head) {
+    memset(r, 0, sizeof *r);
+    char *end;
+    while (!(end = memmem(c->buf, c->len, "\r\n\r\n", 4)))
+        if (cl_fill(c) <= 0)
+            return -1;
+    size_t hlen = (size_t)(end - c->buf) + 4;
+    cr_assert_lt(hlen, sizeof r->headers);
+    memcpy(r->headers, c->buf, hlen);
+    r->headers[hlen] = '\0';
+    cr_assert_eq(sscanf(r->headers, "HTTP/1.1 %d", &r->status), 1, "status line: %s", r->headers);
+    const char *cl = find_header(r, "Content-Length");
+    size_t blen = cl && !head ? strtoul(cl, NULL, 10) : 0;
+    while (c->len < hlen + blen)
+        if (cl_fill(c) <= 0)
+            return -1;
+    cr_assert_lt(blen, sizeof r->body);
+    memcpy(r->body, c->buf + hlen, blen);
+    r->body[blen] = '\0';
+    r->body_len = blen;
+    memmove(c->buf, c->buf + hlen + blen, c->len - hlen - blen);
+    c->len -= hlen + blen;
+    return 0;
+}
+
+static int cl_response(client_t *c, response_t *r) {
+    return cl_response_m(c, r, false);
+}
+
+/* True when the server closed the connection (EOF or reset) before 5 s passed. */
+static bool cl_closed(client_t *c) {
+    for (;;) {
+        char tmp[4096];
+        ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return errno == ECONNRESET;
+    }
+}
+
+/* True when no byte is waiting on the socket right now. */
+static bool cl_nothing_yet(client_t *c) {
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    return c->len == 0 && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* ---- tests ---- */
+
+TestSuite(http, .fini = srv_stop, .timeout = 60);
+
+Test(http, get_and_post) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /echo?x=1 HTTP/1.1\r\nHost: t\r\nUser-Agent: crit\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "method=GET path=/echo route=echo"), "%s", r.body);
+    cr_assert(strstr(r.body, "x=1 "), "%s", r.body);
+    cr_assert(strstr(r.body, "ua=crit peer_lo=1"), "%s", r.body);
+    cr_assert_str_eq(find_header(&r, "Content-Type"), "text/plain");
+    cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\nhello world");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "method=POST"), "%s", r.body);
+    cr_assert(strstr(r.body, "body=hello world"), "%s", r.body);
+    cr_assert_eq(stat_of("echo", 200), 1);
+    cr_assert_eq(stat_of("echo_post", 200), 1);
+    cl_close(c);
+}
+
+Test(http, keep_alive_many_requests_one_connection) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    for (int i = 0; i < 5; i++) {
+        char req[128];
+        snprintf(req, sizeof req, "GET /echo?x=%d HTTP/1.1\r\nHost: t\r\n\r\n", i);
+        cl_send(c, req);
+        cr_assert_eq(cl_response(c, &r), 0);
+        cr_assert_eq(r.status, 200);
+        char want[16];
+        snprintf(want, sizeof want, "x=%d ", i);
+        cr_assert(strstr(r.body, want), "%s", r.body);
+        cr_assert_null(find_header(&r, "Connection"));
+    }
+    ql_http_counters_t k = counters();
+    cr_assert_eq(k.accepted, 1);
+    cr_assert_eq(k.active, 1);
+    cr_assert_eq(k.requests, 5);
+    cl_close(c);
+}
+
+Test(http, connection_close_and_http10) {
+    srv_start(NULL);
+    response_t r;
+    client_t *c = cl_connect();
+    cl_send(c, "GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(find_header(&r, "Connection"), "close");
+    cr_assert(cl_closed(c));
+    cl_close(c);
+
+    c = cl_connect();
+    cl_send(c, "GET /echo HTTP/1.0\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(cl_closed(c), "HTTP/1.0 without keep-alive closes");
+    cl_close(c);
+
+    c = cl_connect();
+    cl_send(c, "GET /echo HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_str_eq(find_header(&r, "Connection"), "keep-alive");
+    cl_send(c, "GET /echo?x=2 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "x=2 "));
+    cl_close(c);
+}
+
+Test(http, head_has_length_but_no_body) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "HEAD /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response_m(c, &r, true), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_gt(strtoul(find_header(&r, "Content-Length"), NULL, 10), 0);
+    /* The next response starts right after the headers: no body bytes were sent. */
+    cl_send(c, "GET /echo?x=after HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "x=after"), "%s", r.body);
+    cl_close(c);
+}
+
+static void do_respond_held(srv_t *s, void *arg) {
+    size_t i = (size_t)(uintptr_t)arg;
+    ql_http_req_t *req = s->held[i];
+    s->held_gone = ql_http_req_client_gone(req);
+    char body[64];
+    int n = snprintf(body, sizeof body, "held %zu path=%s", i, ql_http_req_path(req));
+    s->held_respond_rc = ql_http_respond(req, 200, "text/plain", body, (size_t)n);
+    s->held[i] = NULL;
+    if (i + 1 == s->n_held)
+        s->n_held--;
+}
+
+static size_t n_held(void) {
+    pthread_mutex_lock(&S.mu);
+    size_t n = S.n_held;
+    pthread_mutex_unlock(&S.mu);
+    return n;
+}
+
+Test(http, pipelining_keeps_order_behind_a_deferred_response) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    cl_send(c, "GET /hold?x=0 HTTP/1.1\r\nHost: t\r\n\r\n"
+               "GET /echo?x=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+               "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc");
+    /* All three are parsed and handled although the first has no response yet... */
+    WAIT_FOR(handled() == 3);
+    /* ...and the two synchronous answers wait behind it. */
+    on_loop(&S, do_counters, &(counters_arg_t){0});
+    cr_assert(cl_nothing_yet(c), "a response overtook the pending first one");
+    on_loop(&S, do_respond_held, (void *)0);
+    cr_assert_eq(S.held_respond_rc, 0);
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_str_eq(r.body, "held 0 path=/hold");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "x=1 "), "%s", r.body);
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "body=abc"), "%s", r.body);
+    cl_close(c);
+}
+
+Test(http, pipelining_back_pressure_at_max_pipeline) {
+    ql_http_limits_t lim = {.max_pipeline = 2};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    cl_send(c, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n"
+               "GET /echo?x=1 HTTP/1.1\r\nHost: t\r\n\r\n"
+               "GET /echo?x=2 HTTP/1.1\r\nHost: t\r\n\r\n"
+               "GET /echo?x=3 HTTP/1.1\r\nHost: t\r\n\r\n");
+    WAIT_FOR(handled() == 2);
+    /* Two loop round trips: the bytes are in, yet no third request is parsed. */
+    on_loop(&S, do_counters, &(counters_arg_t){0});
+    on_loop(&S, do_counters, &(counters_arg_t){0});
+    cr_assert_eq(handled(), 2);
+    on_loop(&S, do_respond_held, (void *)0);
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_str_eq(r.body, "held 0 path=/hold");
+    for (int i = 1; i <= 3; i++) {
+        cr_assert_eq(cl_response(c, &r), 0);
+        char want[16];
+        snprintf(want, sizeof want, "x=%d ", i);
+        cr_assert(strstr(r.body, want), "%d: %s", i, r.body);
+    }
+    cr_assert_eq(handled(), 4);
+    cl_close(c);
+}
+
+Test(http, chunked_body_is_joined) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "5\r\nhello\r\n");
+    cl_send(c, "5\r\n worl\r\n1;ext=1\r\nd\r\n0\r\nX-Trailer: t\r\n\r\n");
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "body=hello world"), "%s", r.body);
+    cl_close(c);
+}
+
+Test(http, expect_100_continue) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n"
+               "\r\n");
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 100);
+    cl_send(c, "data");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "body=data"), "%s", r.body);
+    cl_close(c);
+}
+
+Test(http, body_too_large_by_content_length) {
+    ql_http_limits_t lim = {.max_body_bytes = 1024};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    /* With Expect, the client must get 413 instead of 100: the body is never read. */
+    cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n"
+               "Expect: 100-continue\r\n\r\n");
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 413);
+    cr_assert(strstr(r.body, "\"error_code\":\"QL-00021\""), "%s", r.body);
+    cr_assert_str_eq(find_header(&r, "Connection"), "close");
+    cr_assert(cl_closed(c));
+    cr_assert_eq(handled(), 0);
+    cr_assert_eq(stat_of("none", 413), 1);
+    cl_close(c);
+}
+
+Test(http, body_too_large_while_streaming) {
+    ql_http_limits_t lim = {.max_body_bytes = 1024};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    char chunk[600];
+    memset(chunk, 'a', sizeof chunk);
+    for (int i = 0; i < 4; i++) {
+        cl_send(c, "258\r\n"); /* 600 */
+        cl_sendn(c, chunk, sizeof chunk);
+        cl_send(c, "\r\n");
+    }
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 413);
+    cr_assert(cl_closed(c));
+    cr_assert_eq(handled(), 0);
+    cl_close(c);
+}
+
+Test(http, headers_too_large) {
+    ql_http_limits_t lim = {.max_header_bytes = 4096, .max_headers = 10};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    char big[6000];
+    memset(big, 'v', sizeof big);
+    big[sizeof big - 1] = '\0';
+    cl_send(c, "GET /echo HTTP/1.1\r\nHost: t\r\nX-Big: ");
+    cl_send(c, big);
+    cl_send(c, "\r\n\r\n");
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 431);
+    cr_assert(cl_closed(c));
+    cl_close(c);
+
+    /* Many small headers: the count limit. */
+    c = cl_connect();
+    cl_send(c, "GET /echo HTTP/1.1\r\n");
+    for (int i = 0; i < 12; i++) {
+        char h[32];
+        snprintf(h, sizeof h, "X-H%d: %d\r\n", i, i);
+        cl_send(c, h);
+    }
+    cl_send(c, "\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 431);
+    cl_close(c);
+
+    /* A long URL counts too. */
+    c = cl_connect();
+    cl_send(c, "GET /echo?q=");
+    cl_send(c, big);
+    cl_send(c, " HTTP/1.1\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 431);
+    cl_close(c);
+    cr_assert_eq(handled(), 0);
+}
+
+Test(http, malformed_requests_get_400_and_close) {
+    srv_start(NULL);
+    const char *bad[] = {
+        "GARBAGE\r\n\r\n",
+        "GET /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        "GET /echo HTTP/1.1\r\nBad Header\r\n\r\n",
+        "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        client_t *c = cl_connect();
+        cl_send(c, bad[i]);
+        response_t r;
+        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
+        cr_assert_eq(r.status, 400, "case %zu", i);
+        cr_assert(cl_closed(c), "case %zu", i);
+        cl_close(c);
+    }
+    /* A bad escape in the path is answered 400 but the connection survives. */
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /echo%zz HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 400);
+    cl_send(c, "GET /ec%68o?x=%00 HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 400, "an encoded NUL is refused");
+    cl_send(c, "GET /ec%68o HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cl_close(c);
+    cr_assert_eq(handled(), 1);
+    cr_assert_geq(counters().bad_requests, 6);
+}
+
+Test(http, router_404_405_params_and_query) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 404);
+    cr_assert(strstr(r.body, "\"code\":\"999\""), "%s", r.body);
+
+    cl_send(c, "DELETE /kylin/api/models/m1/segments HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 405);
+    cr_assert_str_eq(find_header(&r, "Allow"), "PUT, POST");
+
+    cl_send(c, "PUT /kylin/api/models/my%20model/segments?project=p%2B1&ids=a,b&ids=c%2Cd"
+               "&x=y+z&ids= HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "path=/kylin/api/models/my model/segments"), "%s", r.body);
+    cr_assert(strstr(r.body, "route=segments_update model=my model project=p+1 x=y z"), "%s",
+              r.body);
+    cr_assert(strstr(r.body, "ids=3:a,b,c,d "), "%s", r.body);
+    cr_assert_eq(stat_of("segments_update", 200), 1);
+    cr_assert_eq(stat_of("none", 404), 1);
+    cr_assert_eq(stat_of("none", 405), 1);
+    cl_close(c);
+}
+
+Test(http, error_envelope_and_extra_headers) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /error HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 409);
+    cr_assert_str_eq(r.body, "{\"code\":\"999\",\"data\":null,\"msg\":\"segment \\\"s1\\\" "
+                             "overlaps\",\"error_code\":\"KE-010022202\"}");
+    cr_assert_str_eq(find_header(&r, "X-Good"), "yes");
+    cr_assert_null(find_header(&r, "Injected"));
+    cr_assert_str_eq(find_header(&r, "Content-Type"), "application/json;charset=utf-8");
+    cl_close(c);
+}
+
+Test(http, slow_client_gets_408_without_stalling_others) {
+    ql_http_limits_t lim = {.request_timeout_ms = 300, .idle_timeout_ms = 60000};
+    srv_start(&lim);
+    client_t *slow = cl_connect();
+    int64_t start = now_ms();
+    /* Trickle header bytes: each byte would reset an idle timer, never the request timer. */
+    const char *req = "GET /echo HTTP/1.1\r\nHost: t\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+                      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    size_t sent = 0;
+    bool answered = false;
+    client_t *other = cl_connect();
+    response_t r;
+    cl_send(other, "GET /echo?x=fast HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(other, &r), 0, "another client is served meanwhile");
+    cr_assert_eq(r.status, 200);
+    while (!answered && sent < strlen(req) && now_ms() - start < 5000) {
+        cl_sendn(slow, req + sent++, 1);
+        struct pollfd p = {.fd = slow->fd, .events = POLLIN};
+        answered = poll(&p, 1, 20) == 1;
+    }
+    cr_assert(answered, "no 408 while trickling");
+    cr_assert_eq(cl_response(slow, &r), 0);
+    cr_assert_eq(r.status, 408);
+    cr_assert_geq(now_ms() - start, 250);
+    cr_assert(cl_closed(slow));
+    cr_assert_eq(counters().timeouts_request, 1);
+    /* The other connection is still usable. */
+    cl_send(other, "GET /echo?x=again HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(other, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cl_close(slow);
+    cl_close(other);
+}
+
+Test(http, idle_connection_is_closed) {
+    ql_http_limits_t lim = {.idle_timeout_ms = 200};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    int64_t start = now_ms();
+    cr_assert(cl_closed(c));
+    cr_assert_geq(now_ms() - start, 150);
+    WAIT_FOR(counters().active == 0);
+    cr_assert_eq(counters().timeouts_idle, 1);
+    cl_close(c);
+}
+
+Test(http, held_request_survives_client_disconnect) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    cl_send(c, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+    WAIT_FOR(n_held() == 1);
+    cl_close(c);
+    WAIT_FOR(counters().active == 0);
+    on_loop(&S, do_respond_held, (void *)0);
+    cr_assert(S.held_gone);
+    cr_assert_eq(S.held_respond_rc, UV_ECONNRESET);
+    cr_assert_eq(counters().responses_dropped, 1);
+}
+
+Test(http, held_request_survives_server_close) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    cl_send(c, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+    WAIT_FOR(n_held() == 1);
+    on_loop(&S, do_close_server, NULL);
+    cr_assert(cl_closed(c));
+    WAIT_FOR(S.server_closed);
+    /* The connection's handles are closed and the server is done; the request still works. */
+    on_loop(&S, do_respond_held, (void *)0);
+    cr_assert(S.held_gone);
+    cr_assert_eq(S.held_respond_rc, UV_ECONNRESET);
+    cl_close(c);
+}
+
+Test(http, max_connections_gets_503) {
+    ql_http_limits_t lim = {.max_connections = 2};
+    srv_start(&lim);
+    client_t *a = cl_connect(), *b = cl_connect();
+    response_t r;
+    cl_send(a, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(a, &r), 0);
+    cl_send(b, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(b, &r), 0);
+    client_t *third = cl_connect();
+    cr_assert_eq(cl_response(third, &r), 0);
+    cr_assert_eq(r.status, 503);
+    cr_assert(strstr(r.body, "too many connections"), "%s", r.body);
+    cr_assert(cl_closed(third));
+    cr_assert_eq(counters().rejected, 1);
+    /* A freed slot is usable again. */
+    cl_close(a);
+    WAIT_FOR(counters().active == 1);
+    client_t *d = cl_connect();
+    cl_send(d, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(d, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cl_close(b);
+    cl_close(third);
+    cl_close(d);
+}
+
+Test(http, client_half_close_gets_queued_answers_but_drops_deferred_ones) {
+    srv_start(NULL);
+    response_t r;
+    /* Answers already given are delivered after the client's EOF... */
+    client_t *c = cl_connect();
+    cl_send(c,
+            "GET /echo?x=1 HTTP/1.1\r\nHost: t\r\n\r\nGET /echo?x=2 HTTP/1.1\r\nHost: t\r\n\r\n");
+    shutdown(c->fd, SHUT_WR);
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "x=1 "), "%s", r.body);
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert(strstr(r.body, "x=2 "), "%s", r.body);
+    cr_assert(cl_closed(c));
+    cl_close(c);
+    /* ...but EOF while a handler works means the client is gone. */
+    c = cl_connect();
+    cl_send(c, "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+    WAIT_FOR(n_held() == 1);
+    shutdown(c->fd, SHUT_WR);
+    cr_assert(cl_closed(c));
+    cr_assert_eq(c->len, 0);
+    on_loop(&S, do_respond_held, (void *)0);
+    cr_assert(S.held_gone);
+    cr_assert_eq(S.held_respond_rc, UV_ECONNRESET);
+    cl_close(c);
+}
+
+static int fast_hash(const char *pw, char out[crypto_pwhash_STRBYTES]) {
+    return crypto_pwhash_str(out, pw, strlen(pw), crypto_pwhash_OPSLIMIT_MIN,
+                             crypto_pwhash_MEMLIMIT_MIN);
+}
+
+static void do_set_auth(srv_t *s, void *arg) {
+    ql_auth_t *auth = arg;
+    s->auth = auth;
+    ql_http_router_set_auth(s->router, auth);
+}
+
+Test(http, auth_route_401_then_200) {
+    srv_start(NULL);
+    char hash[crypto_pwhash_STRBYTES];
+    cr_assert_eq(sodium_init() >= 0, 1);
+    cr_assert_eq(fast_hash("s3cret", hash), 0);
+    ql_auth_user_t users[] = {{"alice", hash, QL_AUTH_ROLE_ADMIN}};
+    ql_auth_config_t cfg;
+    ql_auth_config_default(&cfg);
+    cfg.users = users;
+    cfg.n_users = 1;
+    ql_auth_t *auth;
+    /* Created here, used only on the loop thread once handed over. */
+    cr_assert_eq(ql_auth_new(&S.loop, &cfg, &auth, NULL), 0);
+    on_loop(&S, do_set_auth, auth);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /kylin/api/user HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 401);
+    cr_assert_str_eq(find_header(&r, "WWW-Authenticate"),
+                     "Basic realm=\"Kylin\", charset=\"UTF-8\"");
+    /* alice:wrong, then alice:s3cret */
+    cl_send(c, "GET /kylin/api/user HTTP/1.1\r\nAuthorization: Basic YWxpY2U6d3Jvbmc=\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 401);
+    cl_send(c, "GET /kylin/api/user HTTP/1.1\r\nAuthorization: Basic YWxpY2U6czNjcmV0\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 200);
+    cr_assert_str_eq(r.body, "user=alice role=ADMIN");
+    cr_assert_eq(stat_of("user", 401), 2);
+    cr_assert_eq(stat_of("user", 200), 1);
+    cl_close(c);
+}
+
+Test(http, listen_ipv6_loopback) {
+    start_args_t a = {.listen = "[::1]:0"};
+    srv_start_on(&S, &a);
+    bool lo = ql_http_server_is_loopback(S.server);
+    cr_assert(lo);
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)S.port)};
+    sa.sin6_addr = in6addr_loopback;
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    const char *req = "GET /echo HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    cr_assert_eq(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+    char buf[2048] = {0};
+    size_t n = 0;
+    ssize_t k;
+    while ((k = recv(fd, buf + n, sizeof buf - 1 - n, 0)) > 0)
+        n += (size_t)k;
+    cr_assert(strstr(buf, "HTTP/1.1 200 OK"), "%s", buf);
+    cr_assert(strstr(buf, "peer_lo=1"), "%s", buf);
+    close(fd);
+}
+
+/* ---- pure parts, no server ---- */
+
+Test(http_pure, hostport_parsing) {
+    struct sockaddr_storage ss;
+    cr_assert_eq(ql_http_parse_hostport("127.0.0.1:7070", &ss), 0);
+    cr_assert_eq(ss.ss_family, AF_INET);
+    cr_assert_eq(ntohs(((struct sockaddr_in *)&ss)->sin_port), 7070);
+    cr_assert(ql_http_addr_is_loopback((struct sockaddr *)&ss));
+    cr_assert_eq(ql_http_parse_hostport("[::1]:0", &ss), 0);
+    cr_assert_eq(ss.ss_family, AF_INET6);
+    cr_assert(ql_http_addr_is_loopback((struct sockaddr *)&ss));
+    cr_assert_eq(ql_http_parse_hostport("localhost:80", &ss), 0);
+    cr_assert(ql_http_addr_is_loopback((struct sockaddr *)&ss));
+    cr_assert_eq(ql_http_parse_hostport("0.0.0.0:80", &ss), 0);
+    cr_assert_not(ql_http_addr_is_loopback((struct sockaddr *)&ss));
+    cr_assert_eq(ql_http_parse_hostport("[::ffff:127.0.0.2]:1", &ss), 0);
+    cr_assert(ql_http_addr_is_loopback((struct sockaddr *)&ss));
+    const char *bad[] = {"",        "127.0.0.1",       "127.0.0.1:", "127.0.0.1:65536", "::1:80",
+                         "[::1]80", "host.example:80", "1.2.3.4:8x", "[::1:80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(ql_http_parse_hostport(bad[i], &ss), QL_EINVAL, "%s", bad[i]);
+}
+
+static void h_nop(ql_http_req_t *req, void *arg) {
+    (void)req;
+    (void)arg;
+}
+
+Test(http_pure, router_matching) {
+    ql_http_router_t *r;
+    cr_assert_eq(ql_http_router_new(&r), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/kylin/api/jobs/{job_id}/detail", "job_detail", 0,
+                                    h_nop, NULL),
+                 0);
+    cr_assert_eq(
+        ql_http_router_add(r, "PUT", "/kylin/api/jobs/status", "job_status", 0, h_nop, NULL), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/kylin/api/jobs/{job_id}", "job", 0, h_nop, NULL),
+                 0);
+    cr_assert_eq(
+        ql_http_router_add(r, "GET", "/kylin/api/jobs/status", "job_status_get", 0, h_nop, NULL),
+        0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/kylin/api/jobs/{id}/steps/{step}/output", NULL, 0,
+                                    h_nop, NULL),
+                 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/", "root", 0, h_nop, NULL), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/kylin/api/jobs/{job_id}", "dup", 0, h_nop, NULL),
+                 QL_EEXIST);
+    cr_assert_eq(ql_http_router_add(r, "GET", "no-slash", NULL, 0, h_nop, NULL), QL_EINVAL);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/a//b", NULL, 0, h_nop, NULL), QL_EINVAL);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/a/{}", NULL, 0, h_nop, NULL), QL_EINVAL);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/a/x{y}", NULL, 0, h_nop, NULL), QL_EINVAL);
+
+    ql_http_match_t m;
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/jobs/j1/detail", &m), 0);
+    cr_assert_str_eq(m.name, "job_detail");
+    cr_assert_eq(m.n_params, 1);
+    cr_assert_str_eq(m.param_names[0], "job_id");
+    cr_assert_eq(m.param_len[0], 2);
+    /* The literal "status" beats {job_id} for GET. */
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/jobs/status", &m), 0);
+    cr_assert_str_eq(m.name, "job_status_get");
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/jobs/other/", &m), 0);
+    cr_assert_str_eq(m.name, "job");
+    cr_assert_eq(ql_http_router_match(r, "HEAD", "/kylin/api/jobs/x", &m), 0, "HEAD uses GET");
+    cr_assert_str_eq(m.name, "job");
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/jobs/1/steps/2/output", &m), 0);
+    cr_assert_str_eq(m.name, "/kylin/api/jobs/{id}/steps/{step}/output");
+    cr_assert_eq(m.n_params, 2);
+    cr_assert_eq(ql_http_router_match(r, "GET", "/", &m), 0);
+    cr_assert_str_eq(m.name, "root");
+    cr_assert_eq(ql_http_router_match(r, "DELETE", "/kylin/api/jobs/status", &m), QL_ENOTFOUND);
+    cr_assert_str_eq(m.allow, "PUT, GET");
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/jobs//detail", &m), QL_ENOTFOUND);
+    cr_assert_str_eq(m.allow, "");
+    cr_assert_eq(ql_http_router_match(r, "GET", "/kylin/api/nothing", &m), QL_ENOTFOUND);
+    cr_assert_str_eq(m.allow, "");
+    ql_http_router_free(r);
+}
