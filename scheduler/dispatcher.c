@@ -1,0 +1,784 @@
+/*
+ * The dispatcher's scan, timer, model list and decisions. See ql_dispatch.h for the design.
+ *
+ * Costs, for 100,000 models: the model list is decoded only when the metadata generation
+ * changed; the time math runs once per distinct (zone, config, format) combination; a model
+ * whose cycle is cached as complete costs two hash lookups; any other model costs one overlap
+ * query (two B-tree seeks), plus a walk of its few non-final jobs when a NEW segment overlaps.
+ * Segments are decoded into a fixed buffer: nothing is allocated per segment.
+ */
+#include "scheduler/dispatch_cache.h"
+#include "scheduler/ql_dispatch.h"
+#include "scheduler/ql_submit.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SEG_BUF 64
+#define DAY_MS 86400000LL
+
+/* One distinct time computation per scan. */
+typedef struct combo {
+    char zone[64];
+    char format[QL_FORMAT_MAX + 1];
+    ql_auto_build_cfg_t cfg;
+    /* computed per scan */
+    int64_t scan_id;
+    int rc; /* 0, QL_EEMPTYRANGE, or another error */
+    int64_t occurrence, start, end;
+    char msg[160];
+} combo_t;
+
+typedef struct mentry {
+    ql_id_t id;
+    char name[QL_NAME_MAX + 1];
+    uint32_t project;
+    ql_skip_reason_t skip; /* static eligibility (project_disabled included) */
+    char skip_msg[200];
+    uint32_t combo;
+    uint32_t decision;
+} mentry_t;
+
+typedef struct pentry {
+    char name[QL_NAME_MAX + 1];
+} pentry_t;
+
+/* What the dispatcher remembers per model; the public ql_decision_t is filled from it. */
+typedef struct drec {
+    ql_id_t model;
+    ql_cycle_state_t state;
+    ql_skip_reason_t reason;
+    int64_t occurrence, start, end;
+    ql_id_t related[QL_DECISION_MAX_RELATED];
+    uint32_t n_related;
+    ql_id_t job;
+    int64_t evaluated_at;
+    bool from_cache;
+    char *msg;
+    uint32_t mentry; /* index in the model list it was last seen at, or UINT32_MAX */
+    /* log suppression */
+    ql_cycle_state_t logged_state;
+    int64_t logged_occurrence, logged_start, logged_end;
+    bool failure_logged;
+    int64_t warned_day;
+    ql_skip_reason_t warned_reason;
+} drec_t;
+
+typedef struct pending {
+    ql_dispatcher_t *d;
+    ql_submit_op_t op;
+    uint32_t decision;
+    char project[QL_NAME_MAX + 1];
+    char name[QL_NAME_MAX + 1];
+} pending_t;
+
+struct ql_dispatcher {
+    ql_dispatcher_opts_t opts;
+    ql_cycle_cache_t *cache;
+    ql_tzcache_t *tzcache;
+    /* partition formats opened once: pattern -> formatter */
+    struct {
+        char pattern[QL_FORMAT_MAX + 1];
+        ql_datefmt_t *fmt;
+        int rc;
+    } * fmts;
+    size_t n_fmts;
+    /* the model list, valid for `generation` */
+    bool list_valid;
+    uint64_t generation;
+    pentry_t *projects;
+    size_t n_projects;
+    mentry_t *models;
+    size_t n_models, cap_models;
+    combo_t *combos;
+    size_t n_combos;
+    /* decisions by model id */
+    drec_t *decisions;
+    size_t n_decisions, cap_decisions;
+    uint32_t *dindex;
+    size_t n_dindex;
+    /* scan state */
+    bool scanning;
+    bool timer_on;
+    int64_t scan_id;
+    int64_t scan_started_mono;
+    int64_t scan_started_us;
+    size_t pending;
+    void (*scan_done)(void *arg);
+    void *scan_done_arg;
+    ql_timer_t timer;
+    ql_dispatcher_stats_t stats;
+};
+
+/* ---- decisions ---- */
+
+static size_t id_hash(const ql_id_t *id, size_t n) {
+    uint64_t h;
+    memcpy(&h, id->b + 4, 8);
+    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
+}
+
+static int dindex_grow(ql_dispatcher_t *d) {
+    size_t n = d->n_dindex ? d->n_dindex * 2 : 1024;
+    uint32_t *idx = calloc(n, sizeof *idx);
+    if (!idx)
+        return UV_ENOMEM;
+    for (size_t i = 0; i < d->n_decisions; i++) {
+        size_t b = id_hash(&d->decisions[i].model, n);
+        while (idx[b])
+            b = (b + 1) & (n - 1);
+        idx[b] = (uint32_t)i + 1;
+    }
+    free(d->dindex);
+    d->dindex = idx;
+    d->n_dindex = n;
+    return 0;
+}
+
+static drec_t *decision_find(const ql_dispatcher_t *d, const ql_id_t *id) {
+    if (!d->n_dindex)
+        return NULL;
+    for (size_t b = id_hash(id, d->n_dindex);; b = (b + 1) & (d->n_dindex - 1)) {
+        uint32_t v = d->dindex[b];
+        if (!v)
+            return NULL;
+        if (ql_id_eq(&d->decisions[v - 1].model, id))
+            return &d->decisions[v - 1];
+    }
+}
+
+static int decision_slot(ql_dispatcher_t *d, const ql_id_t *id, uint32_t *out) {
+    drec_t *r = decision_find(d, id);
+    if (r) {
+        *out = (uint32_t)(r - d->decisions);
+        return 0;
+    }
+    if ((d->n_decisions + 1) * 2 > d->n_dindex && dindex_grow(d))
+        return UV_ENOMEM;
+    if (d->n_decisions == d->cap_decisions) {
+        size_t cap = d->cap_decisions ? d->cap_decisions * 2 : 256;
+        drec_t *p = realloc(d->decisions, cap * sizeof *p);
+        if (!p)
+            return UV_ENOMEM;
+        d->decisions = p;
+        d->cap_decisions = cap;
+    }
+    drec_t *n = &d->decisions[d->n_decisions];
+    memset(n, 0, sizeof *n);
+    n->model = *id;
+    n->warned_day = -1;
+    size_t b = id_hash(id, d->n_dindex);
+    while (d->dindex[b])
+        b = (b + 1) & (d->n_dindex - 1);
+    d->dindex[b] = (uint32_t)d->n_decisions + 1;
+    *out = (uint32_t)d->n_decisions++;
+    return 0;
+}
+
+static void set_msg(drec_t *r, const char *msg) {
+    free(r->msg);
+    r->msg = msg && msg[0] ? strdup(msg) : NULL;
+}
+
+/* ---- the model list ---- */
+
+static uint32_t combo_for(ql_dispatcher_t *d, const char *zone, const char *format,
+                          const ql_auto_build_cfg_t *cfg) {
+    for (size_t i = 0; i < d->n_combos; i++) {
+        combo_t *c = &d->combos[i];
+        if (!strcmp(c->zone, zone) && !strcmp(c->format, format) &&
+            c->cfg.trigger_sec == cfg->trigger_sec && c->cfg.offset_days == cfg->offset_days &&
+            c->cfg.start_sec == cfg->start_sec && c->cfg.end_sec == cfg->end_sec)
+            return (uint32_t)i;
+    }
+    combo_t *p = realloc(d->combos, (d->n_combos + 1) * sizeof *p);
+    if (!p)
+        return UINT32_MAX;
+    d->combos = p;
+    combo_t *c = &d->combos[d->n_combos];
+    memset(c, 0, sizeof *c);
+    snprintf(c->zone, sizeof c->zone, "%s", zone);
+    snprintf(c->format, sizeof c->format, "%s", format);
+    c->cfg = *cfg;
+    c->scan_id = -1;
+    return (uint32_t)d->n_combos++;
+}
+
+typedef struct {
+    ql_dispatcher_t *d;
+    const ql_project_t *p;
+    uint32_t pidx;
+    char zone[64];
+    int rc;
+} build_ctx_t;
+
+static int add_model_cb(const ql_model_t *m, void *arg) {
+    build_ctx_t *b = arg;
+    ql_dispatcher_t *d = b->d;
+    if (d->n_models == d->cap_models) {
+        size_t cap = d->cap_models ? d->cap_models * 2 : 1024;
+        mentry_t *p = realloc(d->models, cap * sizeof *p);
+        if (!p)
+            return b->rc = UV_ENOMEM;
+        d->models = p;
+        d->cap_models = cap;
+    }
+    mentry_t *e = &d->models[d->n_models];
+    memset(e, 0, sizeof *e);
+    e->id = m->id;
+    snprintf(e->name, sizeof e->name, "%s", m->name);
+    e->project = b->pidx;
+    e->combo = UINT32_MAX;
+    ql_auto_build_cfg_t cfg;
+    ql_err_t err = {0};
+    e->skip = ql_dispatch_eligibility(b->p, m, &cfg, &err);
+    if (e->skip == QL_SKIP_INVALID_CONFIG)
+        snprintf(e->skip_msg, sizeof e->skip_msg, "%.199s", err.msg);
+    if (e->skip == QL_SKIP_NONE) {
+        e->combo = combo_for(d, b->zone, m->partition_format, &cfg);
+        if (e->combo == UINT32_MAX)
+            return b->rc = UV_ENOMEM;
+    }
+    if ((b->rc = decision_slot(d, &m->id, &e->decision)))
+        return b->rc;
+    d->decisions[e->decision].mentry = (uint32_t)d->n_models;
+    d->n_models++;
+    return 0;
+}
+
+static int add_project_cb(const ql_project_t *p, void *arg) {
+    build_ctx_t *b = arg;
+    ql_dispatcher_t *d = b->d;
+    pentry_t *np = realloc(d->projects, (d->n_projects + 1) * sizeof *np);
+    if (!np)
+        return b->rc = UV_ENOMEM;
+    d->projects = np;
+    snprintf(d->projects[d->n_projects].name, sizeof np->name, "%s", p->name);
+    b->p = p;
+    b->pidx = (uint32_t)d->n_projects++;
+    ql_submit_project_timezone(p, d->opts.server_timezone, b->zone, sizeof b->zone);
+    return 0;
+}
+
+typedef struct {
+    build_ctx_t *b;
+    ql_txn_t *txn;
+} proj_walk_t;
+
+static int walk_project_cb(const ql_project_t *p, void *arg) {
+    proj_walk_t *w = arg;
+    int rc = add_project_cb(p, w->b);
+    if (rc)
+        return rc;
+    rc = ql_model_foreach(w->txn, p->name, add_model_cb, w->b);
+    return rc ? rc : w->b->rc;
+}
+
+static int rebuild_list(ql_dispatcher_t *d, ql_txn_t *txn, uint64_t gen) {
+    d->n_projects = d->n_models = d->n_combos = 0;
+    for (size_t i = 0; i < d->n_decisions; i++)
+        d->decisions[i].mentry = UINT32_MAX;
+    build_ctx_t b = {.d = d};
+    proj_walk_t w = {.b = &b, .txn = txn};
+    int rc = ql_project_foreach(txn, walk_project_cb, &w);
+    if (rc) {
+        d->list_valid = false;
+        return rc;
+    }
+    d->list_valid = true;
+    d->generation = gen;
+    return 0;
+}
+
+/* ---- time math, once per combination per scan ---- */
+
+static const ql_datefmt_t *format_for(ql_dispatcher_t *d, const char *pattern, ql_err_t *err) {
+    for (size_t i = 0; i < d->n_fmts; i++)
+        if (!strcmp(d->fmts[i].pattern, pattern))
+            return d->fmts[i].rc ? NULL : d->fmts[i].fmt;
+    void *p = realloc(d->fmts, (d->n_fmts + 1) * sizeof *d->fmts);
+    if (!p)
+        return NULL;
+    d->fmts = p;
+    snprintf(d->fmts[d->n_fmts].pattern, sizeof d->fmts[0].pattern, "%s", pattern);
+    d->fmts[d->n_fmts].fmt = NULL;
+    d->fmts[d->n_fmts].rc = ql_datefmt_open(pattern, &d->fmts[d->n_fmts].fmt, err);
+    return d->fmts[d->n_fmts++].rc ? NULL : d->fmts[d->n_fmts - 1].fmt;
+}
+
+static void compute_combo(ql_dispatcher_t *d, combo_t *c, int64_t now) {
+    if (c->scan_id == d->scan_id)
+        return;
+    c->scan_id = d->scan_id;
+    c->msg[0] = '\0';
+    const ql_tz_t *tz;
+    ql_err_t err = {0};
+    if (ql_tzcache_get(d->tzcache, c->zone, &tz)) {
+        c->rc = QL_EINVAL;
+        snprintf(c->msg, sizeof c->msg, "kylin.web.timezone: '%s' is not a known time zone",
+                 c->zone);
+        return;
+    }
+    const ql_datefmt_t *fmt = format_for(d, c->format, &err);
+    if (!fmt) {
+        c->rc = QL_EINVAL;
+        snprintf(c->msg, sizeof c->msg, "partition_date_format: '%s' is not usable", c->format);
+        return;
+    }
+    ql_civil_t date;
+    int64_t start, end;
+    c->rc = ql_dispatch_occurrence(tz, now, c->cfg.trigger_sec, &c->occurrence, &date);
+    if (!c->rc)
+        c->rc = ql_dispatch_target(tz, &date, &c->cfg, &start, &end);
+    if (!c->rc)
+        c->rc = ql_normalize_range(tz, fmt, start, end, &c->start, &c->end);
+    if (c->rc == QL_EEMPTYRANGE) {
+        c->start = start;
+        c->end = end;
+        snprintf(c->msg, sizeof c->msg, "range is empty after partition format normalization");
+    } else if (c->rc) {
+        snprintf(c->msg, sizeof c->msg, "cannot compute the target: %s", ql_strerror(c->rc));
+    }
+}
+
+/* ---- logging ---- */
+
+static void fmt_range(int64_t s, int64_t e, char *buf, size_t cap) {
+    char a[40], b[40];
+    ql_log_format_time(s, a, sizeof a);
+    ql_log_format_time(e, b, sizeof b);
+    snprintf(buf, cap, "[%s,%s)", a, b);
+}
+
+static void log_decision(ql_dispatcher_t *d, const mentry_t *m, drec_t *r) {
+    bool changed = r->state != r->logged_state || r->occurrence != r->logged_occurrence ||
+                   r->start != r->logged_start || r->end != r->logged_end;
+    if (!changed || !d->opts.log)
+        return;
+    r->logged_state = r->state;
+    r->logged_occurrence = r->occurrence;
+    r->logged_start = r->start;
+    r->logged_end = r->end;
+    if (r->state == QL_CYCLE_SKIPPED)
+        return; /* skips are reported by their own rules (see warn_skip) */
+    char range[96], rel[QL_DECISION_MAX_RELATED * (QL_ID_STR_LEN + 1) + 8] = "";
+    fmt_range(r->start, r->end, range, sizeof range);
+    for (uint32_t i = 0; i < r->n_related && i < QL_DECISION_MAX_RELATED; i++) {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&r->related[i], id);
+        strcat(rel, i ? "," : "");
+        strcat(rel, id);
+    }
+    ql_log_level_t lvl = (r->state == QL_CYCLE_COVERED_WITH_WARNING ||
+                          r->state == QL_CYCLE_BLOCKED || r->state == QL_CYCLE_PARTIAL_OVERLAP)
+                             ? QL_LOG_WARN
+                             : QL_LOG_INFO;
+    if (r->state == QL_CYCLE_RETRYABLE_FAILURE) {
+        lvl = r->failure_logged ? QL_LOG_DEBUG : QL_LOG_WARN;
+        r->failure_logged = true;
+    }
+    ql_log(d->opts.log, lvl, "dispatcher", "cycle %s project=%s model=%s target=%s related=%s%s%s",
+           ql_cycle_state_name(r->state), d->projects[m->project].name, m->name, range,
+           rel[0] ? rel : "-", r->msg ? " reason=" : "", r->msg ? r->msg : "");
+}
+
+/* Invalid-config and empty-range warnings: once per model per reason per day. */
+static void warn_skip(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now) {
+    if (r->reason != QL_SKIP_INVALID_CONFIG && r->reason != QL_SKIP_EMPTY_RANGE)
+        return;
+    int64_t day = now / DAY_MS;
+    if (r->warned_day == day && r->warned_reason == r->reason)
+        return;
+    r->warned_day = day;
+    r->warned_reason = r->reason;
+    ql_log(d->opts.log, QL_LOG_WARN, "dispatcher",
+           "model skipped project=%s model=%s reason=%s%s%s", d->projects[m->project].name, m->name,
+           ql_skip_reason_name(r->reason), r->msg ? " detail=" : "", r->msg ? r->msg : "");
+}
+
+/* ---- the scan ---- */
+
+static void scan_end(ql_dispatcher_t *d);
+
+static void record(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now) {
+    r->evaluated_at = now;
+    d->stats.states[r->state]++;
+    if (r->state == QL_CYCLE_SKIPPED)
+        warn_skip(d, m, r, now);
+    log_decision(d, m, r);
+    if (d->opts.on_decision) {
+        ql_decision_t pub;
+        ql_dispatcher_decision(d, &r->model, &pub);
+        d->opts.on_decision(d->opts.decision_arg, &pub);
+    }
+}
+
+static void submit_done(void *arg, int status, const ql_err_t *err) {
+    pending_t *p = arg;
+    ql_dispatcher_t *d = p->d;
+    drec_t *r = &d->decisions[p->decision];
+    const mentry_t *m = r->mentry != UINT32_MAX ? &d->models[r->mentry] : NULL;
+    if (status == 0) {
+        r->state = QL_CYCLE_SUBMITTED;
+        r->job = p->op.job;
+        r->n_related = 1;
+        r->related[0] = p->op.segment;
+        r->failure_logged = false;
+        set_msg(r, NULL);
+        d->stats.submitted++;
+        if (d->opts.on_submitted)
+            d->opts.on_submitted(d->opts.hook_arg, &p->op.job);
+    } else {
+        r->state = QL_CYCLE_RETRYABLE_FAILURE;
+        set_msg(r, err && err->msg[0] ? err->msg : ql_strerror(status));
+        d->stats.submit_failures++;
+    }
+    if (m)
+        record(d, m, r, r->evaluated_at);
+    free(p);
+    if (--d->pending == 0 && d->scanning)
+        scan_end(d);
+}
+
+typedef struct {
+    const ql_id_t *jobs; /* owning job id per NEW segment */
+    ql_dispatch_seg_t *segs;
+    size_t n;
+} owner_ctx_t;
+
+static int owner_cb(const ql_live_job_t *j, void *arg) {
+    owner_ctx_t *c = arg;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->segs[i].status == QL_SEG_NEW && ql_id_eq(&c->jobs[i], &j->id)) {
+            c->segs[i].has_live_job = true;
+            c->segs[i].job_state = j->state;
+        }
+    return 0;
+}
+
+/* Classifies one model's cycle from the store. */
+static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *r) {
+    ql_segment_t buf[SEG_BUF];
+    ql_segment_t *segs = buf;
+    size_t n;
+    int rc = ql_segment_overlapping(txn, &m->id, c->start, c->end, buf, SEG_BUF, &n);
+    if (rc == QL_ETOOBIG) {
+        /* Unusual (a target over more than 64 segments): take them all. */
+        segs = malloc(n * sizeof *segs);
+        if (!segs)
+            return UV_ENOMEM;
+        size_t n2;
+        rc = ql_segment_overlapping(txn, &m->id, c->start, c->end, segs, n, &n2);
+        n = n2;
+    }
+    if (rc) {
+        if (segs != buf)
+            free(segs);
+        return rc;
+    }
+    ql_dispatch_seg_t dbuf[SEG_BUF];
+    ql_id_t jbuf[SEG_BUF];
+    ql_dispatch_seg_t *ds = n <= SEG_BUF ? dbuf : malloc(n * sizeof *ds);
+    ql_id_t *jobs = n <= SEG_BUF ? jbuf : malloc(n * sizeof *jobs);
+    bool any_new = false;
+    if (!ds || !jobs) {
+        rc = UV_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ds[i].id = segs[i].id;
+        ds[i].start = segs[i].start;
+        ds[i].end = segs[i].end;
+        ds[i].status = segs[i].status;
+        ds[i].has_live_job = false;
+        ds[i].job_state = QL_READY;
+        jobs[i] = segs[i].job;
+        any_new |= segs[i].status == QL_SEG_NEW;
+    }
+    if (any_new) {
+        owner_ctx_t oc = {.jobs = jobs, .segs = ds, .n = n};
+        if ((rc = ql_job_foreach_live(txn, &m->id, owner_cb, &oc)))
+            goto out;
+    }
+    r->state = ql_dispatch_classify(c->start, c->end, ds, n);
+    r->n_related = (uint32_t)n;
+    for (size_t i = 0; i < n && i < QL_DECISION_MAX_RELATED; i++)
+        r->related[i] = ds[i].id;
+out:
+    if (ds != dbuf)
+        free(ds);
+    if (jobs != jbuf)
+        free(jobs);
+    if (segs != buf)
+        free(segs);
+    return rc;
+}
+
+static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
+    int64_t mono = ql_clock_mono_ms(d->opts.clock);
+    for (size_t i = 0; i < d->n_models; i++) {
+        const mentry_t *m = &d->models[i];
+        drec_t *r = &d->decisions[m->decision];
+        r->from_cache = false;
+        r->job = (ql_id_t){0};
+        r->reason = m->skip;
+        if (m->skip != QL_SKIP_NONE) {
+            r->state = QL_CYCLE_SKIPPED;
+            r->occurrence = r->start = r->end = 0;
+            r->n_related = 0;
+            set_msg(r, m->skip_msg);
+            record(d, m, r, now);
+            continue;
+        }
+        combo_t *c = &d->combos[m->combo];
+        compute_combo(d, c, now);
+        r->occurrence = c->occurrence;
+        r->start = c->start;
+        r->end = c->end;
+        r->n_related = 0;
+        if (c->rc) {
+            r->state = QL_CYCLE_SKIPPED;
+            r->reason = c->rc == QL_EEMPTYRANGE ? QL_SKIP_EMPTY_RANGE : QL_SKIP_INVALID_CONFIG;
+            set_msg(r, c->msg);
+            record(d, m, r, now);
+            continue;
+        }
+        ql_cycle_key_t key = {
+            .model = m->id, .occurrence = c->occurrence, .start = c->start, .end = c->end};
+        ql_cycle_state_t cached = ql_cycle_cache_get(d->cache, &key, mono);
+        if (cached == QL_CYCLE_COVERED || cached == QL_CYCLE_COVERED_WITH_WARNING) {
+            r->state = cached;
+            r->from_cache = true;
+            set_msg(r, NULL);
+            record(d, m, r, now);
+            continue;
+        }
+        int rc = evaluate(txn, m, c, r);
+        if (rc) {
+            r->state = QL_CYCLE_RETRYABLE_FAILURE;
+            set_msg(r, ql_strerror(rc));
+            record(d, m, r, now);
+            continue;
+        }
+        set_msg(r, NULL);
+        if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
+            ql_cycle_cache_put(d->cache, &key, r->state, mono);
+        if (r->state != QL_CYCLE_NO_OVERLAP) {
+            record(d, m, r, now);
+            continue;
+        }
+        /* NO_OVERLAP: submit through the manual-build path. */
+        if (d->opts.submit_fault && d->opts.submit_fault(d->opts.hook_arg)) {
+            r->state = QL_CYCLE_RETRYABLE_FAILURE;
+            set_msg(r, "the submission failed (injected transient failure)");
+            d->stats.submit_failures++;
+            record(d, m, r, now);
+            continue;
+        }
+        pending_t *p = calloc(1, sizeof *p);
+        if (!p) {
+            r->state = QL_CYCLE_RETRYABLE_FAILURE;
+            set_msg(r, "out of memory");
+            record(d, m, r, now);
+            continue;
+        }
+        p->d = d;
+        p->decision = m->decision;
+        p->op.kind = QL_SUBMIT_BUILD;
+        p->op.templates = d->opts.templates;
+        p->op.model = m->id;
+        p->op.start = c->start;
+        p->op.end = c->end;
+        p->op.priority = QL_PRIORITY_DEFAULT;
+        p->op.submitter = "System";
+        p->op.now = now;
+        r->evaluated_at = now;
+        d->pending++;
+        if (ql_writer_submit(d->opts.writer, ql_submit_fn, p, submit_done)) {
+            d->pending--;
+            free(p);
+            r->state = QL_CYCLE_RETRYABLE_FAILURE;
+            set_msg(r, "the store is shutting down");
+            record(d, m, r, now);
+        }
+    }
+}
+
+static void timer_cb(ql_timer_t *t, void *arg);
+
+static void scan_end(ql_dispatcher_t *d) {
+    d->scanning = false;
+    d->stats.scans++;
+    uint64_t us = uv_hrtime() / 1000;
+    d->stats.last_scan_us = (int64_t)us - d->scan_started_us;
+    d->stats.last_scan_ms = d->stats.last_scan_us / 1000;
+    d->stats.cache_entries = ql_cycle_cache_size(d->cache);
+    if (d->timer_on)
+        ql_timer_start(&d->timer, d->opts.interval_ms, timer_cb, d);
+    void (*done)(void *) = d->scan_done;
+    d->scan_done = NULL;
+    if (done)
+        done(d->scan_done_arg);
+}
+
+int ql_dispatcher_scan(ql_dispatcher_t *d, void (*done)(void *arg), void *arg) {
+    if (d->scanning)
+        return QL_ETRANSIENT; /* the in-process guard: never two scans at once */
+    d->scanning = true;
+    d->scan_done = done;
+    d->scan_done_arg = arg;
+    d->scan_started_us = (int64_t)(uv_hrtime() / 1000);
+    d->scan_id++;
+    memset(d->stats.states, 0, sizeof d->stats.states);
+    if (d->opts.is_master && !d->opts.is_master(d->opts.master_arg)) {
+        scan_end(d);
+        return 0;
+    }
+    int64_t now = ql_clock_now_ms(d->opts.clock);
+    ql_txn_t *txn = NULL;
+    int rc = ql_txn_begin(d->opts.store, false, &txn);
+    uint64_t gen = 0;
+    if (!rc)
+        rc = ql_store_metadata_generation(txn, &gen);
+    if (!rc && (!d->list_valid || gen != d->generation))
+        rc = rebuild_list(d, txn, gen);
+    if (rc) {
+        ql_log(d->opts.log, QL_LOG_ERROR, "dispatcher", "scan failed: %s", ql_strerror(rc));
+        if (txn)
+            ql_txn_abort(txn);
+        scan_end(d);
+        return 0;
+    }
+    scan_models(d, txn, now);
+    ql_txn_abort(txn);
+    if (d->pending && d->opts.manual_flush)
+        ql_writer_flush(d->opts.writer);
+    if (d->pending == 0 && d->scanning)
+        scan_end(d);
+    return 0;
+}
+
+bool ql_dispatcher_scanning(const ql_dispatcher_t *d) {
+    return d->scanning;
+}
+
+static void timer_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    ql_dispatcher_t *d = arg;
+    if (!d->timer_on)
+        return;
+    if (ql_dispatcher_scan(d, NULL, NULL) == QL_ETRANSIENT)
+        ql_timer_start(&d->timer, d->opts.interval_ms, timer_cb, d);
+}
+
+void ql_dispatcher_start(ql_dispatcher_t *d) {
+    d->timer_on = true;
+    if (!d->scanning)
+        ql_timer_start(&d->timer, 0, timer_cb, d);
+}
+
+void ql_dispatcher_stop(ql_dispatcher_t *d) {
+    d->timer_on = false;
+    ql_timer_stop(&d->timer);
+}
+
+/* ---- lifecycle and queries ---- */
+
+int ql_dispatcher_new(const ql_dispatcher_opts_t *opts, ql_dispatcher_t **out) {
+    *out = NULL;
+    ql_dispatcher_t *d = calloc(1, sizeof *d);
+    if (!d)
+        return UV_ENOMEM;
+    d->opts = *opts;
+    if (!d->opts.cache_capacity)
+        d->opts.cache_capacity = 10000;
+    if (!d->opts.cache_ttl_ms)
+        d->opts.cache_ttl_ms = 2 * DAY_MS;
+    if (d->opts.interval_ms <= 0)
+        d->opts.interval_ms = 30000;
+    int rc = ql_cycle_cache_new(d->opts.cache_capacity, d->opts.cache_ttl_ms, &d->cache);
+    if (!rc)
+        rc = ql_tzcache_new(&d->tzcache);
+    if (!rc)
+        rc = ql_timer_init(opts->clock, &d->timer);
+    if (rc) {
+        ql_cycle_cache_free(d->cache);
+        ql_tzcache_free(d->tzcache);
+        free(d);
+        return rc;
+    }
+    *out = d;
+    return 0;
+}
+
+static void free_dispatcher(ql_timer_t *t) {
+    ql_dispatcher_t *d = (ql_dispatcher_t *)(void *)((char *)t - offsetof(ql_dispatcher_t, timer));
+    for (size_t i = 0; i < d->n_decisions; i++)
+        free(d->decisions[i].msg);
+    for (size_t i = 0; i < d->n_fmts; i++)
+        ql_datefmt_free(d->fmts[i].fmt);
+    free(d->fmts);
+    free(d->decisions);
+    free(d->dindex);
+    free(d->models);
+    free(d->projects);
+    free(d->combos);
+    ql_cycle_cache_free(d->cache);
+    ql_tzcache_free(d->tzcache);
+    free(d);
+}
+
+void ql_dispatcher_free(ql_dispatcher_t *d) {
+    if (!d)
+        return;
+    ql_dispatcher_stop(d);
+    ql_timer_close(&d->timer, free_dispatcher);
+}
+
+void ql_dispatcher_clear_cache(ql_dispatcher_t *d) {
+    ql_cycle_cache_clear(d->cache);
+}
+
+void ql_dispatcher_reset(ql_dispatcher_t *d) {
+    ql_cycle_cache_clear(d->cache);
+    for (size_t i = 0; i < d->n_decisions; i++)
+        free(d->decisions[i].msg);
+    d->n_decisions = 0;
+    if (d->dindex)
+        memset(d->dindex, 0, d->n_dindex * sizeof *d->dindex);
+    d->list_valid = false;
+}
+
+int ql_dispatcher_decision(const ql_dispatcher_t *d, const ql_id_t *model, ql_decision_t *out) {
+    const drec_t *r = decision_find(d, model);
+    if (!r || r->state == QL_CYCLE_NONE)
+        return QL_ENOTFOUND;
+    memset(out, 0, sizeof *out);
+    out->model = r->model;
+    if (r->mentry != UINT32_MAX && r->mentry < d->n_models) {
+        const mentry_t *m = &d->models[r->mentry];
+        snprintf(out->project, sizeof out->project, "%s", d->projects[m->project].name);
+        snprintf(out->model_name, sizeof out->model_name, "%s", m->name);
+    }
+    out->state = r->state;
+    out->reason = r->reason;
+    if (r->msg)
+        snprintf(out->message, sizeof out->message, "%s", r->msg);
+    out->occurrence = r->occurrence;
+    out->target_start = r->start;
+    out->target_end = r->end;
+    out->n_related = r->n_related;
+    for (uint32_t i = 0; i < r->n_related && i < QL_DECISION_MAX_RELATED; i++)
+        out->related[i] = r->related[i];
+    out->job = r->job;
+    out->evaluated_at = r->evaluated_at;
+    out->from_cache = r->from_cache;
+    return 0;
+}
+
+void ql_dispatcher_get_stats(const ql_dispatcher_t *d, ql_dispatcher_stats_t *out) {
+    *out = d->stats;
+    out->cache_entries = ql_cycle_cache_size(d->cache);
+}
