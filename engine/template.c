@@ -248,9 +248,12 @@ static int load_step(const ql_yaml_node_t *node, const char *const *declared, si
     char list[256];
     for (size_t i = 0; i < node->n_pairs; i++) {
         const ql_yaml_node_t *k = node->pairs[i].key;
-        if (!in_list(keys_any, k->str, k->len))
-            return ql_yaml_errorf(err, k, "unknown key '%s' (expected one of: %s)", k->str,
+        if (!in_list(keys_any, k->str, k->len)) {
+            char desc[64];
+            return ql_yaml_errorf(err, k, "unknown key %s (expected one of: %s)",
+                                  ql_yaml_describe(k, desc, sizeof desc),
                                   ql_yaml_join(allowed, list, sizeof list));
+        }
     }
     const char *name, *kind_str;
     if ((rc = ql_yaml_get_str(node, "name", QL_YAML_REQUIRED, &name, err)))
