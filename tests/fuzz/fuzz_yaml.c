@@ -6,7 +6,7 @@
  * allocates nothing; every loaded step definition survives the stored form
  * (encode -> decode) and expands with the well-known parameters.
  *
- * Build: clang -fsanitize=fuzzer,address,undefined (QL_FUZZ=ON); seed corpus: conf/jobs.yaml.
+ * Build with -DQL_FUZZ=ON and clang (tests/fuzz/CMakeLists.txt); seeds in tests/fuzz/corpus/yaml.
  */
 #include "engine/ql_template.h"
 #include "engine/ql_yaml.h"
