@@ -1,0 +1,22 @@
+/*
+ * The `qilin` command: one binary, one function per top-level command. Each returns the process
+ * exit code. See docs/cli.md.
+ */
+#ifndef QL_TOOLS_CLI_H
+#define QL_TOOLS_CLI_H
+
+/* qilin sim FILE.yaml ... : the simulation harness (tools/sim*.c). */
+int ql_cmd_sim(int argc, char **argv);
+/* qilin fsck DATA_DIR : the store's invariants (tools/cmd_fsck.c). */
+int ql_cmd_fsck(int argc, char **argv);
+/* qilin bench WHAT : the benchmarks (tools/bench*.c). */
+int ql_cmd_bench(int argc, char **argv);
+/* qilin passwd : a password hash for qilin.server.users (tools/cmd_passwd.c). */
+int ql_cmd_passwd(int argc, char **argv);
+/* qilin project|model|segment|job|auto-build ... : the REST client (tools/client*.c). argv[0]
+ * is the command group. */
+int ql_cmd_client(int argc, char **argv);
+/* Whether name is one of the REST client's command groups. */
+int ql_cli_is_client_command(const char *name);
+
+#endif

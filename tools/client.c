@@ -1,0 +1,14 @@
+/* Placeholder: this command is being written. */
+#include "tools/cli.h"
+
+#include <stdio.h>
+
+int ql_cmd_client(int argc, char **argv) {
+    (void)argc;
+    fprintf(stderr, "qilin %s: not available in this build yet\n", argv[0]);
+    return 2;
+}
+int ql_cli_is_client_command(const char *name) {
+    (void)name;
+    return 0;
+}
