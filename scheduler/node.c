@@ -1,0 +1,343 @@
+/* The job server's engine composition: see ql_node.h. */
+#include "scheduler/ql_node.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define STANDBY_POLL_MS 1000
+
+struct ql_node {
+    ql_node_opts_t opts;
+    const ql_config_t *cfg;
+    ql_store_t *store;
+    ql_writer_t *writer;
+    ql_clock_t *clock;
+    ql_templates_t *templates;
+    ql_lock_t *lock;
+    ql_sched_t *sched;
+    ql_dispatcher_t *dispatcher;
+    uv_async_t wake;
+    bool wake_init;
+    ql_timer_t standby_timer;
+    bool standby_init;
+    char holder[256];
+    char exec_helper[PATH_MAX];
+    char log_dir[PATH_MAX];
+    bool stopping;
+    int closing;
+    void (*stop_done)(void *);
+    void *stop_arg;
+};
+
+static void wake_cb(uv_async_t *h) {
+    ql_node_t *n = h->data;
+    ql_writer_complete(n->writer);
+}
+
+static void notify_cb(void *arg) {
+    ql_node_t *n = arg;
+    uv_async_send(&n->wake);
+}
+
+static void on_submitted(void *arg, const ql_id_t *job) {
+    (void)job;
+    ql_node_kick(arg);
+}
+
+static bool is_master(void *arg) {
+    return ql_node_is_master(arg);
+}
+
+/* The path of qilin-exec: the option, or the file next to the running executable. */
+static void find_exec_helper(ql_node_t *n) {
+    if (n->opts.exec_helper) {
+        snprintf(n->exec_helper, sizeof n->exec_helper, "%s", n->opts.exec_helper);
+        return;
+    }
+    char self[PATH_MAX];
+    size_t len = sizeof self;
+    if (uv_exepath(self, &len) == 0) {
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(n->exec_helper, sizeof n->exec_helper, "%.*s/qilin-exec", PATH_MAX - 16, self);
+            if (access(n->exec_helper, X_OK) == 0)
+                return;
+            snprintf(n->exec_helper, sizeof n->exec_helper, "%.*s/../tools/qilin-exec",
+                     PATH_MAX - 32, self);
+            if (access(n->exec_helper, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(n->exec_helper, sizeof n->exec_helper, "qilin-exec");
+}
+
+static int start_scheduling(ql_node_t *n, ql_err_t *err) {
+    const ql_config_t *c = n->cfg;
+    const char *tz = ql_config_get_str(c, "kylin.web.timezone");
+    ql_sched_opts_t so = {
+        .store = n->store,
+        .writer = n->writer,
+        .clock = n->clock,
+        .log = n->opts.log,
+        .templates = n->templates,
+        .max_concurrent_jobs = (int)ql_config_get_int(c, "kylin.job.max-concurrent-jobs"),
+        .poll_interval_ms = ql_config_get_int(c, "kylin.job.scheduler.poll-interval-second") * 1000,
+        .retry = (int)ql_config_get_int(c, "kylin.job.retry"),
+        .retry_interval_ms = ql_config_get_ms(c, "kylin.job.retry-interval"),
+        .output_max = (size_t)ql_config_get_size(c, "kylin.job.execute-output.max-size"),
+        .kill_grace_ms = ql_config_get_ms(c, "qilin.step.kill-grace-ms"),
+        .exec_helper = n->exec_helper,
+        .log_dir = n->log_dir,
+        .default_timezone = tz,
+        .fence = n->lock->fence,
+    };
+    int rc = ql_sched_new(&so, &n->sched);
+    if (rc)
+        return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
+    uint64_t recovered = 0;
+    if ((rc = ql_sched_recover(n->sched, &recovered, err)))
+        return rc;
+    ql_dispatcher_opts_t dopts = {
+        .store = n->store,
+        .writer = n->writer,
+        .clock = n->clock,
+        .log = n->opts.log,
+        .templates = n->templates,
+        .interval_ms = ql_config_get_ms(c, "kylin.model.auto-segment-build.dispatcher-interval-ms"),
+        .server_timezone = tz,
+        .is_master = is_master,
+        .master_arg = n,
+        .on_submitted = on_submitted,
+        .hook_arg = n,
+    };
+    if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
+        return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
+    ql_sched_start(n->sched);
+    ql_dispatcher_start(n->dispatcher);
+    ql_log(n->opts.log, QL_LOG_INFO, "node",
+           "scheduling: holding the job engine lock fence=%llu recovered=%llu",
+           (unsigned long long)n->lock->fence, (unsigned long long)recovered);
+    return 0;
+}
+
+/* Tries the lock; starts scheduling when it is ours. */
+static int try_lock(ql_node_t *n, ql_err_t *err) {
+    bool acquired;
+    char holder[256] = "";
+    int rc = ql_lock_try_acquire(n->lock, &acquired, holder, sizeof holder);
+    if (rc)
+        return ql_err_set(err, rc, "cannot take the job engine lock: %s", ql_strerror(rc));
+    if (acquired) {
+        n->holder[0] = '\0';
+        return start_scheduling(n, err);
+    }
+    if (strcmp(holder, n->holder) != 0) {
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "standby: the job engine lock is held by %s; this server serves the API and takes "
+               "over when the lock is released",
+               holder);
+        snprintf(n->holder, sizeof n->holder, "%s", holder);
+    }
+    return 0;
+}
+
+static void standby_cb(ql_timer_t *t, void *arg) {
+    ql_node_t *n = arg;
+    if (n->stopping || n->sched)
+        return;
+    ql_err_t err = {0};
+    if (try_lock(n, &err))
+        ql_log(n->opts.log, QL_LOG_ERROR, "node", "%s", err.msg);
+    if (!n->sched && !n->stopping)
+        ql_timer_start(t, STANDBY_POLL_MS, standby_cb, n);
+}
+
+static int load_templates(ql_node_t *n, ql_err_t *err) {
+    const char *path = ql_config_get_str(n->cfg, "qilin.jobs.templates");
+    char full[PATH_MAX];
+    if (path[0] != '/' && n->opts.config_dir)
+        snprintf(full, sizeof full, "%s/%s", n->opts.config_dir, path);
+    else
+        snprintf(full, sizeof full, "%s", path);
+    return ql_templates_load_file(full, &n->templates, err);
+}
+
+static void free_node(ql_node_t *n) {
+    ql_writer_free(n->writer);
+    ql_lock_free(n->lock);
+    ql_store_close(n->store);
+    ql_templates_free(n->templates);
+    ql_clock_free(n->clock);
+    void (*done)(void *) = n->stop_done;
+    void *arg = n->stop_arg;
+    free(n);
+    if (done)
+        done(arg);
+}
+
+static void handle_closed(ql_node_t *n) {
+    if (--n->closing == 0)
+        free_node(n);
+}
+
+static void async_closed(uv_handle_t *h) {
+    handle_closed(h->data);
+}
+
+static void timer_closed(ql_timer_t *t) {
+    handle_closed(t->arg);
+}
+
+static void close_handles(ql_node_t *n) {
+    n->closing = 1; /* this function's own reference */
+    if (n->standby_init) {
+        n->closing++;
+        ql_timer_stop(&n->standby_timer);
+        n->standby_timer.arg = n;
+        ql_timer_close(&n->standby_timer, timer_closed);
+    }
+    if (n->wake_init) {
+        n->closing++;
+        /* Answers still queued are run by ql_writer_free (in free_node). */
+        uv_close((uv_handle_t *)&n->wake, async_closed);
+    }
+    handle_closed(n);
+}
+
+int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
+    *out = NULL;
+    ql_node_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    n->opts = *opts;
+    n->cfg = opts->config;
+    find_exec_helper(n);
+    int rc = ql_clock_real_new(opts->loop, &n->clock);
+    if (rc) {
+        free(n);
+        return ql_err_set(err, rc, "cannot create the clock: %s", ql_strerror(rc));
+    }
+    const char *path = ql_config_get_str(n->cfg, "qilin.storage.path");
+    snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
+    ql_store_opts_t so = {.path = path,
+                          .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size")};
+    if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
+        goto fail;
+    if ((rc = uv_async_init(opts->loop, &n->wake, wake_cb))) {
+        ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
+        goto fail;
+    }
+    n->wake.data = n;
+    n->wake_init = true;
+    ql_writer_opts_t wo = {.notify = notify_cb, .notify_arg = n};
+    if ((rc = ql_writer_new(n->store, &wo, &n->writer))) {
+        ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
+        goto fail;
+    }
+    if (!ql_config_serves_jobs(n->cfg)) {
+        ql_log(opts->log, QL_LOG_INFO, "node",
+               "mode %s: no scheduler and no dispatcher on this server", "query");
+        *out = n;
+        return 0;
+    }
+    int64_t scheduler = ql_config_get_int(n->cfg, "kylin.job.scheduler.default");
+    if (scheduler != 0) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "kylin.job.scheduler.default: %lld needs ZooKeeper coordination, which "
+                        "this build does not provide yet; use 0 (one scheduling server per store)",
+                        (long long)scheduler);
+        goto fail;
+    }
+    if ((rc = ql_lock_file_new(path, n->store, &n->lock))) {
+        ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
+        goto fail;
+    }
+    if ((rc = try_lock(n, err)))
+        goto fail;
+    if (!n->sched) {
+        ql_timer_init(n->clock, &n->standby_timer);
+        n->standby_init = true;
+        ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, standby_cb, n);
+    }
+    *out = n;
+    return 0;
+fail:
+    /* Nothing has run on the loop yet; handles are closed the normal way. */
+    if (n->sched) {
+        ql_sched_free(n->sched);
+        n->sched = NULL;
+    }
+    if (n->dispatcher) {
+        ql_dispatcher_free(n->dispatcher);
+        n->dispatcher = NULL;
+    }
+    close_handles(n);
+    return rc;
+}
+
+static void sched_stopped(void *arg) {
+    ql_node_t *n = arg;
+    ql_sched_free(n->sched);
+    n->sched = NULL;
+    if (n->lock)
+        ql_lock_release(n->lock);
+    close_handles(n);
+}
+
+void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
+    if (n->stopping)
+        return;
+    n->stopping = true;
+    n->stop_done = done;
+    n->stop_arg = arg;
+    ql_log(n->opts.log, QL_LOG_INFO, "node", "stopping");
+    if (n->dispatcher) {
+        ql_dispatcher_free(n->dispatcher);
+        n->dispatcher = NULL;
+    }
+    if (n->sched) {
+        const char *how = ql_config_get_str(n->cfg, "qilin.shutdown.running-steps");
+        ql_sched_stop(n->sched, strcmp(how, "wait") != 0, sched_stopped, n);
+        return;
+    }
+    close_handles(n);
+}
+
+ql_store_t *ql_node_store(ql_node_t *n) {
+    return n->store;
+}
+ql_writer_t *ql_node_writer(ql_node_t *n) {
+    return n->writer;
+}
+ql_clock_t *ql_node_clock(ql_node_t *n) {
+    return n->clock;
+}
+const ql_templates_t *ql_node_templates(ql_node_t *n) {
+    return n->templates;
+}
+const ql_config_t *ql_node_config(ql_node_t *n) {
+    return n->cfg;
+}
+ql_log_t *ql_node_log(ql_node_t *n) {
+    return n->opts.log;
+}
+ql_sched_t *ql_node_sched(ql_node_t *n) {
+    return n->sched;
+}
+ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
+    return n->dispatcher;
+}
+bool ql_node_is_master(const ql_node_t *n) {
+    return n->sched != NULL && !n->stopping;
+}
+const char *ql_node_lock_holder(const ql_node_t *n) {
+    return n->holder;
+}
+void ql_node_kick(ql_node_t *n) {
+    if (n->sched)
+        ql_sched_kick(n->sched);
+}

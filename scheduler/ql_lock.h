@@ -1,0 +1,51 @@
+/*
+ * The job engine lock (cluster.md, DefaultScheduler): only the holder schedules on a metadata
+ * store. An interface, so the ZooKeeper lock (/job_engine/global_job_engine_lock) and leader
+ * election can take the embedded lock's place.
+ *
+ * The embedded store's lock is an exclusive flock(2) on <data>/job_engine.lock, holding the
+ * holder's pid and host. The kernel releases it when the holder's process dies, however it
+ * dies, so a standby can take over without any timeout; and two holders can never coexist on
+ * one host. Each acquisition raises a fencing epoch stored in the metadata (meta
+ * "job_engine_epoch"), which the holder writes into the jobs it moves.
+ */
+#ifndef QL_LOCK_H
+#define QL_LOCK_H
+
+#include "storage/storage.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct ql_lock ql_lock_t;
+
+typedef struct ql_lock_ops {
+    /* Tries once, without blocking. *acquired tells; when not, holder (cap bytes) says who
+     * holds it, e.g. "pid 4242 on host db1 since 2026-09-01T10:00:00Z". */
+    int (*try_acquire)(ql_lock_t *lock, bool *acquired, char *holder, size_t cap);
+    void (*release)(ql_lock_t *lock);
+    void (*free)(ql_lock_t *lock);
+} ql_lock_ops_t;
+
+struct ql_lock {
+    const ql_lock_ops_t *ops;
+    bool held;
+    uint64_t fence; /* epoch of the current holding, 0 when not held */
+};
+
+/* The embedded store's lock on dir (borrowed for the call). The store is used to raise the
+ * fencing epoch on acquisition (borrowed; it must outlive the lock). */
+int ql_lock_file_new(const char *dir, ql_store_t *store, ql_lock_t **out);
+
+static inline int ql_lock_try_acquire(ql_lock_t *l, bool *acquired, char *holder, size_t cap) {
+    return l->ops->try_acquire(l, acquired, holder, cap);
+}
+static inline void ql_lock_release(ql_lock_t *l) {
+    l->ops->release(l);
+}
+static inline void ql_lock_free(ql_lock_t *l) {
+    if (l)
+        l->ops->free(l);
+}
+
+#endif
