@@ -355,19 +355,25 @@ static int check_user(const char *name, const char *hash, const char *role, char
     if (!ok)
         return fail(why, len, "user name '%.*s' must be 1 to 64 of A-Z a-z 0-9 _ . @ -", SHOWN,
                     name);
-    /* A plain-text password here would be a leak waiting to happen: only crypt(3) strings of
-     * the modular form ($id$...) are accepted. */
+    /* A plain-text password here would be a leak waiting to happen: only the hash formats the
+     * authenticator (api/auth.c) verifies are accepted, so a bad one fails here, at its line. */
+    static const char *const prefixes[] = {"$argon2id$", "$argon2i$", "$y$",  "$gy$", "$7$",
+                                           "$6$",        "$5$",       "$2b$", "$2y$"};
     size_t h = strlen(hash);
-    ok = h >= 8 && h <= 512 && hash[0] == '$' && strchr(hash + 1, '$');
+    ok = false;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(hash, prefixes[i], strlen(prefixes[i])) == 0)
+            ok = h > strlen(prefixes[i]) + 4 && h <= 512;
     for (const char *p = hash; ok && *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("./$=", *p))
+        if (!isalnum((unsigned char)*p) && !strchr("./$=,+-", *p))
             ok = false;
     if (!ok)
         return fail(why, len,
-                    "user '%s': password_hash is not a crypt(3) hash (accepted: a string such as "
-                    "$6$salt$... from `mkpasswd -m sha-512`; never a plain password)",
+                    "user '%s': password_hash is not a password hash (accepted: $argon2id$..., "
+                    "$y$..., $6$..., ... as made by `qilin passwd` or `mkpasswd`; never a plain "
+                    "password)",
                     name);
-    if (strcmp(role, "ADMIN") != 0)
+    if (strcasecmp(role, "ADMIN") != 0)
         return fail(why, len, "user '%s': unknown role '%.*s' (accepted: ADMIN)", name, SHOWN,
                     role);
     return 0;
@@ -387,18 +393,20 @@ static int add_user(value_t *v, const char *name, size_t nn, const char *hash, s
         return fail(why, len, "out of memory");
     if (check_user(u->name, u->password_hash, u->role, why, len) != 0)
         return -1;
+    memcpy((char *)u->role, "ADMIN", 5); /* canonical case; the length matched */
+    /* Names match case-insensitively at login (as in Kylin), so "admin" repeats "ADMIN". */
     for (size_t i = 0; i + 1 < v->nusers; i++)
-        if (strcmp(v->users[i].name, u->name) == 0)
+        if (strcasecmp(v->users[i].name, u->name) == 0)
             return fail(why, len, "user '%s' is listed twice", u->name);
     return 0;
 }
 
-/* The --set form: NAME:HASH:ROLE[,NAME:HASH:ROLE...]; crypt hashes contain neither ':' nor
- * ','. */
+/* The --set form: NAME:HASH:ROLE[;NAME:HASH:ROLE...]. No accepted hash contains ':' or ';'
+ * (argon2 hashes do contain ',', which is why users are not comma-separated). */
 static int parse_users_text(const char *text, value_t *v, char *why, size_t len) {
     const char *p = text;
     while (*p) {
-        const char *end = strchr(p, ',');
+        const char *end = strchr(p, ';');
         if (!end)
             end = p + strlen(p);
         const char *c1 = memchr(p, ':', (size_t)(end - p));
@@ -674,7 +682,7 @@ int ql_config_check(const ql_config_t *cfg, ql_err_t *err) {
         return ql_err_set(err, QL_EINVAL,
                           "%s: qilin.server.listen: '%s' is not a loopback address, and the "
                           "built-in user ADMIN with the default password is in use: set "
-                          "qilin.server.users (password_hash from `mkpasswd -m sha-512`) or "
+                          "qilin.server.users (password_hash from `qilin passwd`) or "
                           "listen on 127.0.0.1",
                           at, ql_config_get_str(cfg, "qilin.server.listen"));
     }

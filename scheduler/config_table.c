@@ -401,7 +401,7 @@ const char *ql_config_describe(const ql_config_option_t *o, char *buf, size_t le
         snprintf(buf, len, "an IANA zone name such as Asia/Shanghai, or empty for UTC");
         break;
     case QL_CONFIG_USERS:
-        snprintf(buf, len, "a YAML sequence of users, or NAME:PASSWORD_HASH:ADMIN[,...]");
+        snprintf(buf, len, "a YAML sequence of users, or NAME:PASSWORD_HASH:ADMIN[;...]");
         break;
     }
     return buf;
@@ -479,17 +479,18 @@ static const char md_users[] =
     "Every `/kylin/api` call needs HTTP Basic auth. With `qilin.server.users` empty (the "
     "default) there is one user, the built-in `ADMIN` with Kylin's default password `KYLIN`, and "
     "the server refuses to start on any address but loopback. To set users, give crypt(3) "
-    "password hashes (for example from `mkpasswd -m sha-512`), never plain passwords:\n"
+    "password hashes made by `qilin passwd` (argon2id; crypt(3) hashes such as `$y$`, `$6$` or "
+    "`$2b$` from `mkpasswd` work too), never plain passwords. Names match case-insensitively:\n"
     "\n"
     "```yaml\n"
     "qilin.server.users:\n"
     "  - name: ADMIN\n"
-    "    password_hash: \"$6$saltsalt$...\"\n"
+    "    password_hash: \"$argon2id$v=19$m=65536,t=2,p=1$...\"\n"
     "    role: ADMIN\n"
     "```\n"
     "\n"
     "On the command line the same list is `--set "
-    "qilin.server.users=NAME:HASH:ROLE[,NAME:HASH:ROLE...]` (quote it for the shell: hashes "
+    "qilin.server.users='NAME:HASH:ROLE[;NAME:HASH:ROLE...]'` (quoted for the shell: hashes "
     "contain `$`). The only role is `ADMIN`.\n";
 
 int ql_config_write_markdown(FILE *out) {

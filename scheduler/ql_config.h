@@ -24,7 +24,8 @@
  * no hash (the config layer does not link a password hasher; the auth layer checks the built-in
  * password itself). ql_config_default_user_in_use() tells that this is the case, and
  * ql_config_check() refuses it on a non-loopback listen address. Configured users must give a
- * crypt(3) hash (`$id$...`), never a plain-text password.
+ * hash in a format the authenticator verifies (`$argon2id$` from `qilin passwd`, or crypt(3)
+ * `$y$`, `$6$`, `$2b$`, ...), never a plain-text password; names are unique ignoring case.
  *
  * A ql_config_t is not thread-safe for writing; once loaded it is read-only and may be read from
  * any thread.
@@ -86,7 +87,7 @@ const char *ql_config_describe(const ql_config_option_t *o, char *buf, size_t le
 /* A user of qilin.server.users. Strings are owned by the config and live as long as it. */
 typedef struct ql_config_user {
     const char *name;
-    const char *password_hash; /* crypt(3) string; NULL for the built-in default user */
+    const char *password_hash; /* argon2/crypt(3) string; NULL for the built-in default user */
     const char *role;          /* "ADMIN" */
     bool builtin;              /* the built-in ADMIN/KYLIN: no users are configured */
 } ql_config_user_t;

@@ -510,6 +510,8 @@ Test(config, parse_int_reads_overrides_like_the_server_value) {
 
 #define HASH1 "$6$saltsalt$qFmFH.bQmmtXzyBY0s9v7Oicd2z4XSIecDzlB5KiA2/jctKu9YterLp8wwnSq.qc"
 #define HASH2 "$y$j9T$abcdefghijklmnop$ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdef/"
+/* What `qilin passwd` makes (libsodium argon2id): note the commas. */
+#define HASH3 "$argon2id$v=19$m=65536,t=2,p=1$myVrpqv/5lxq7JrbHqaosw$6oN+0Zb7b2Q1zk9mH1k0rQ"
 
 Test(config, users_list_from_file) {
     ql_config_t *cfg = fresh();
@@ -520,12 +522,14 @@ Test(config, users_list_from_file) {
                        "  - name: ADMIN\n"
                        "    password_hash: \"" HASH1 "\"\n"
                        "    role: ADMIN\n"
-                       "  - {name: ops, password_hash: '" HASH2 "', role: ADMIN}\n",
+                       "  - {name: ops, password_hash: '" HASH2 "', role: ADMIN}\n"
+                       "  - {name: dev, password_hash: '" HASH3 "', role: ADMIN}\n",
                        &err, NULL);
     cr_assert_eq(rc, 0, "%s", err.msg);
     cr_assert_not(ql_config_default_user_in_use(cfg));
     const ql_config_user_t *users;
-    cr_assert_eq(ql_config_users(cfg, &users), 2);
+    cr_assert_eq(ql_config_users(cfg, &users), 3);
+    cr_assert_str_eq(users[2].password_hash, HASH3);
     cr_assert_str_eq(users[0].name, "ADMIN");
     cr_assert_str_eq(users[0].password_hash, HASH1);
     cr_assert_not(users[0].builtin);
@@ -556,7 +560,7 @@ Test(config, users_errors_name_the_entry_and_line) {
     char want[256];
     snprintf(want, sizeof want,
              "%s:5: qilin.server.users[1]: user 'b': password_hash is not a "
-             "crypt(3) hash",
+             "password hash",
              path);
     assert_contains(err.msg, want);
     free(path);
@@ -593,19 +597,26 @@ Test(config, users_from_set_arg) {
     ql_config_t *cfg = fresh();
     ql_err_t err = {0};
     cr_assert_eq(
-        ql_config_set_arg(cfg, "qilin.server.users=ADMIN:" HASH1 ":ADMIN,x:" HASH2 ":ADMIN", &err),
+        ql_config_set_arg(cfg, "qilin.server.users=ADMIN:" HASH1 ":ADMIN;x:" HASH3 ":admin", &err),
         0, "%s", err.msg);
     const ql_config_user_t *users;
     cr_assert_eq(ql_config_users(cfg, &users), 2);
     cr_assert_str_eq(users[1].name, "x");
-    cr_assert_str_eq(users[1].password_hash, HASH2);
+    cr_assert_str_eq(users[1].password_hash, HASH3);
+    cr_assert_str_eq(users[1].role, "ADMIN", "the role is stored in canonical case");
     int line;
     cr_assert_null(strstr(ql_config_source(cfg, "qilin.server.users", &line), "$6$"),
                    "the source does not repeat the hash");
     cr_assert_eq(ql_config_set_arg(cfg, "qilin.server.users=ADMIN:KYLIN:ADMIN", &err), QL_EINVAL);
-    assert_contains(err.msg, "not a crypt(3) hash");
+    assert_contains(err.msg, "not a password hash");
     cr_assert_eq(ql_config_set_arg(cfg, "qilin.server.users=ADMIN", &err), QL_EINVAL);
     assert_contains(err.msg, "NAME:PASSWORD_HASH:ROLE");
+    cr_assert_eq(
+        ql_config_set_arg(cfg, "qilin.server.users=a:" HASH1 ":ADMIN;A:" HASH2 ":ADMIN", &err),
+        QL_EINVAL);
+    assert_contains(err.msg, "user 'A' is listed twice");
+    cr_assert_eq(ql_config_set_arg(cfg, "qilin.server.users=a:$1$abcdefgh$xyz:ADMIN", &err),
+                 QL_EINVAL, "MD5 crypt is not a format the authenticator accepts");
     ql_config_free(cfg);
 }
 
