@@ -97,7 +97,7 @@ typedef void (*ql_http_close_cb)(ql_http_server_t *server, void *arg);
  * (may be NULL) on the loop thread once every handle of the server is closed. Idempotent. */
 void ql_http_server_close(ql_http_server_t *server, ql_http_close_cb close_cb, void *arg);
 
-/* Frees a server that was never listened on or whose close callback has run. */
+/* Frees a server whose close callback has run (close it even when it never listened). */
 void ql_http_server_free(ql_http_server_t *server);
 
 /* Parses "HOST:PORT" (see ql_http_server_listen) into out. Returns 0 or QL_EINVAL. */

@@ -119,10 +119,12 @@ static void h_echo(ql_http_req_t *req, void *arg) {
     size_t n_ids = ql_http_req_query_values(req, "ids", ids, 8);
     char out[4096];
     int n = snprintf(out, sizeof out,
-                     "method=%s path=%s route=%s model=%s project=%s x=%s ids=%zu:%s,%s,%s "
+                     "method=%s path=%s route=%s pattern=%s model=%s project=%s x=%s "
+                     "ids=%zu:%s,%s,%s "
                      "ua=%s peer_lo=%d body=%.*s",
                      ql_http_req_method(req), ql_http_req_path(req),
                      ql_http_req_route(req) ? ql_http_req_route(req) : "-",
+                     ql_http_req_route_pattern(req) ? ql_http_req_route_pattern(req) : "-",
                      ql_http_req_param(req, "model") ? ql_http_req_param(req, "model") : "-",
                      ql_http_req_query(req, "project") ? ql_http_req_query(req, "project") : "-",
                      ql_http_req_query(req, "x") ? ql_http_req_query(req, "x") : "-", n_ids,
@@ -147,6 +149,16 @@ static void h_user(ql_http_req_t *req, void *arg) {
     int n = snprintf(out, sizeof out, "user=%s role=%s", ql_http_req_user(req),
                      ql_auth_role_name(ql_http_req_role(req)));
     ql_http_respond(req, 200, "text/plain", out, (size_t)n);
+}
+
+static void h_big(ql_http_req_t *req, void *arg) {
+    (void)arg;
+    size_t n = 64u << 20; /* more than loopback socket buffers hold */
+    char *body = malloc(n);
+    cr_assert_not_null(body);
+    memset(body, 'b', n);
+    ql_http_respond(req, 200, "application/octet-stream", body, n);
+    free(body);
 }
 
 static void h_error(ql_http_req_t *req, void *arg) {
@@ -177,6 +189,7 @@ static void srv_start_on(srv_t *s, const start_args_t *a) {
     cr_assert_eq(ql_http_router_add(r, "GET", "/hold", "hold", 0, h_hold, s), 0);
     cr_assert_eq(ql_http_router_add(r, "POST", "/hold", "hold", 0, h_hold, s), 0);
     cr_assert_eq(ql_http_router_add(r, "GET", "/error", "error", 0, h_error, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/big", "big", 0, h_big, s), 0);
     cr_assert_eq(ql_http_router_add(r, "PUT", "/kylin/api/models/{model}/segments",
                                     "segments_update", 0, h_echo, s),
                  0);
@@ -684,6 +697,8 @@ Test(http, malformed_requests_get_400_and_close) {
         "GET /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
         "GET /echo HTTP/1.1\r\nBad Header\r\n\r\n",
         "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "5\r\nhello\r\n0\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         client_t *c = cl_connect();
@@ -730,8 +745,9 @@ Test(http, router_404_405_params_and_query) {
     cr_assert_eq(cl_response(c, &r), 0);
     cr_assert_eq(r.status, 200);
     cr_assert(strstr(r.body, "path=/kylin/api/models/my model/segments"), "%s", r.body);
-    cr_assert(strstr(r.body, "route=segments_update model=my model project=p+1 x=y z"), "%s",
-              r.body);
+    cr_assert(strstr(r.body, "route=segments_update pattern=/kylin/api/models/{model}/segments "
+                             "model=my model project=p+1 x=y z"),
+              "%s", r.body);
     cr_assert(strstr(r.body, "ids=3:a,b,c,d "), "%s", r.body);
     cr_assert_eq(stat_of("segments_update", 200), 1);
     cr_assert_eq(stat_of("none", 404), 1);
@@ -800,6 +816,19 @@ Test(http, idle_connection_is_closed) {
     cr_assert_geq(now_ms() - start, 150);
     WAIT_FOR(counters().active == 0);
     cr_assert_eq(counters().timeouts_idle, 1);
+    cl_close(c);
+}
+
+Test(http, client_that_does_not_read_is_closed) {
+    ql_http_limits_t lim = {.send_timeout_ms = 300};
+    srv_start(&lim);
+    client_t *c = cl_connect();
+    int small = 4096;
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    cl_send(c, "GET /big HTTP/1.1\r\nHost: t\r\n\r\n");
+    /* The client reads nothing: no write progress, so the send deadline closes it. */
+    WAIT_FOR(counters().timeouts_send == 1);
+    WAIT_FOR(counters().active == 0);
     cl_close(c);
 }
 
