@@ -844,7 +844,7 @@ int ql_http_respond(ql_http_req_t *req, int status, const char *content_type, co
     ql_http_conn_t *c = req->conn;
     ql_http_server_t *s = c->server;
     int result = 0;
-    if (status < 100 || status > 599) {
+    if (status < 200 || status > 599) {
         status = 500;
         content_type = NULL;
         body = NULL;

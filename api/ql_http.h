@@ -186,7 +186,8 @@ int ql_http_add_header(ql_http_req_t *req, const char *name, const char *value);
  * content_type may be NULL (no Content-Type); body (borrowed for the call; copied) may be NULL
  * when len is 0. HEAD requests get the headers only. Returns 0 when the response was queued,
  * UV_ECONNRESET when the client is gone (the response is dropped), UV_ENOMEM (the connection
- * is closed), QL_EINVAL for a status outside 100..599 (answered 500 instead). */
+ * is closed), QL_EINVAL for a status outside 200..599 (answered 500 instead:
+ * interim 1xx answers are the server's business). */
 int ql_http_respond(ql_http_req_t *req, int status, const char *content_type, const char *body,
                     size_t len);
 

@@ -161,6 +161,11 @@ static void h_big(ql_http_req_t *req, void *arg) {
     free(body);
 }
 
+static void h_badstatus(ql_http_req_t *req, void *arg) {
+    srv_t *s = arg;
+    s->held_respond_rc = ql_http_respond(req, 101, "text/plain", "x", 1);
+}
+
 static void h_error(ql_http_req_t *req, void *arg) {
     (void)arg;
     cr_assert_eq(ql_http_add_header(req, "X-Bad", "a\r\nInjected: 1"), QL_EINVAL);
@@ -190,6 +195,7 @@ static void srv_start_on(srv_t *s, const start_args_t *a) {
     cr_assert_eq(ql_http_router_add(r, "POST", "/hold", "hold", 0, h_hold, s), 0);
     cr_assert_eq(ql_http_router_add(r, "GET", "/error", "error", 0, h_error, s), 0);
     cr_assert_eq(ql_http_router_add(r, "GET", "/big", "big", 0, h_big, s), 0);
+    cr_assert_eq(ql_http_router_add(r, "GET", "/badstatus", "bad", 0, h_badstatus, s), 0);
     cr_assert_eq(ql_http_router_add(r, "PUT", "/kylin/api/models/{model}/segments",
                                     "segments_update", 0, h_echo, s),
                  0);
@@ -767,6 +773,20 @@ Test(http, error_envelope_and_extra_headers) {
     cr_assert_str_eq(find_header(&r, "X-Good"), "yes");
     cr_assert_null(find_header(&r, "Injected"));
     cr_assert_str_eq(find_header(&r, "Content-Type"), "application/json;charset=utf-8");
+    cl_close(c);
+}
+
+Test(http, invalid_status_becomes_500) {
+    srv_start(NULL);
+    client_t *c = cl_connect();
+    response_t r;
+    cl_send(c, "GET /badstatus HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0);
+    cr_assert_eq(r.status, 500);
+    cr_assert_eq(S.held_respond_rc, QL_EINVAL);
+    cl_send(c, "GET /echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    cr_assert_eq(cl_response(c, &r), 0, "the connection is still in sync");
+    cr_assert_eq(r.status, 200);
     cl_close(c);
 }
 
