@@ -75,7 +75,9 @@ ql_cycle_state_t ql_dispatch_classify(int64_t start, int64_t end, const ql_dispa
     bool warned = false, progress = true;
     while (progress && covered_to < end) {
         progress = false;
-        for (size_t i = 0; i < n; i++) {
+        /* Stop as soon as the target is covered: a segment touching its end is not part of the
+         * covering set (a WARNING one there must not warn). */
+        for (size_t i = 0; i < n && covered_to < end; i++) {
             const ql_dispatch_seg_t *s = &segs[i];
             if (s->status == QL_SEG_NEW || s->start > covered_to || s->end <= covered_to)
                 continue;

@@ -353,9 +353,18 @@ static void fmt_range(int64_t s, int64_t e, char *buf, size_t cap) {
 }
 
 static void log_decision(ql_dispatcher_t *d, const mentry_t *m, drec_t *r) {
-    bool changed = r->state != r->logged_state || r->occurrence != r->logged_occurrence ||
-                   r->start != r->logged_start || r->end != r->logged_end;
-    if (!changed || !d->opts.log)
+    if (!d->opts.log)
+        return;
+    bool same_cycle = r->occurrence == r->logged_occurrence && r->start == r->logged_start &&
+                      r->end == r->logged_end;
+    bool changed = r->state != r->logged_state || !same_cycle;
+    bool failure = r->state == QL_CYCLE_RETRYABLE_FAILURE;
+    /* A submission failure is logged in full once, then at debug level while it repeats: so an
+     * unchanged failure is logged again, quietly. Any other state or a new cycle ends the
+     * repetition, and the next failure is logged in full again. */
+    if (!failure || !same_cycle)
+        r->failure_logged = false;
+    if (!changed && !failure)
         return;
     r->logged_state = r->state;
     r->logged_occurrence = r->occurrence;
@@ -416,7 +425,8 @@ static void record(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now
 }
 
 static void submit_done(void *arg, int status, const ql_err_t *err) {
-    pending_t *p = arg;
+    /* arg is &p->op: the mutation (ql_submit_fn) reads it as its ql_submit_op_t. */
+    pending_t *p = (pending_t *)(void *)((char *)arg - offsetof(pending_t, op));
     ql_dispatcher_t *d = p->d;
     drec_t *r = &d->decisions[p->decision];
     const mentry_t *m = r->mentry != UINT32_MAX ? &d->models[r->mentry] : NULL;
@@ -458,8 +468,29 @@ static int owner_cb(const ql_live_job_t *j, void *arg) {
     return 0;
 }
 
-/* Classifies one model's cycle from the store. */
-static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *r) {
+/* Why a BLOCKED cycle is blocked: the first overlapping NEW segment that stops it. */
+static void blocked_why(const ql_dispatch_seg_t *ds, size_t n, int64_t start, int64_t end,
+                        char *why, size_t cap) {
+    for (size_t i = 0; i < n; i++) {
+        const ql_dispatch_seg_t *s = &ds[i];
+        if (s->status != QL_SEG_NEW || s->end <= start || s->start >= end)
+            continue;
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&s->id, id);
+        if (!s->has_live_job) {
+            snprintf(why, cap, "NEW segment %s has no non-final job (orphan)", id);
+            return;
+        }
+        if (s->job_state == QL_ERROR || s->job_state == QL_PAUSED) {
+            snprintf(why, cap, "the job of NEW segment %s is %s", id, ql_state_name(s->job_state));
+            return;
+        }
+    }
+}
+
+/* Classifies one model's cycle from the store; why (cap bytes) says why when BLOCKED. */
+static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *r, char *why,
+                    size_t cap) {
     ql_segment_t buf[SEG_BUF];
     ql_segment_t *segs = buf;
     size_t n;
@@ -503,6 +534,8 @@ static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *
             goto out;
     }
     r->state = ql_dispatch_classify(c->start, c->end, ds, n);
+    if (r->state == QL_CYCLE_BLOCKED)
+        blocked_why(ds, n, c->start, c->end, why, cap);
     r->n_related = (uint32_t)n;
     for (size_t i = 0; i < n && i < QL_DECISION_MAX_RELATED; i++)
         r->related[i] = ds[i].id;
@@ -555,14 +588,15 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             record(d, m, r, now);
             continue;
         }
-        int rc = evaluate(txn, m, c, r);
+        char why[QL_ID_STR_LEN + 64] = "";
+        int rc = evaluate(txn, m, c, r, why, sizeof why);
         if (rc) {
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
             set_msg(r, ql_strerror(rc));
             record(d, m, r, now);
             continue;
         }
-        set_msg(r, NULL);
+        set_msg(r, why);
         if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
             ql_cycle_cache_put(d->cache, &key, r->state, mono);
         if (r->state != QL_CYCLE_NO_OVERLAP) {
@@ -596,7 +630,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         p->op.now = now;
         r->evaluated_at = now;
         d->pending++;
-        if (ql_writer_submit(d->opts.writer, ql_submit_fn, p, submit_done)) {
+        if (ql_writer_submit(d->opts.writer, ql_submit_fn, &p->op, submit_done)) {
             d->pending--;
             free(p);
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
