@@ -21,13 +21,14 @@ static const uint32_t job_next[QL_JOB_STATE_COUNT] = {
 };
 
 /* Step transitions: READY -> RUNNING -> SUCCEED/WARNING/ERROR; RUNNING -> READY (pause,
- * restart, crash); READY -> SKIP; non-final -> DISCARDED; ERROR -> READY (resume); any ->
- * READY on RESTART of the job (which reruns completed steps). */
+ * restart, crash); READY -> SKIP, and RUNNING -> SKIP (the job table's "steps also SKIP,
+ * WARNING"); non-final -> DISCARDED; ERROR -> READY (resume); any -> READY on RESTART of the job
+ * (which reruns completed steps). */
 static const uint32_t step_next[QL_STATE_COUNT] = {
     [QL_READY] = BIT(QL_RUNNING) | BIT(QL_SKIP) | BIT(QL_DISCARDED),
     [QL_PENDING] = BIT(QL_READY) | BIT(QL_RUNNING) | BIT(QL_DISCARDED),
-    [QL_RUNNING] =
-        BIT(QL_SUCCEED) | BIT(QL_WARNING) | BIT(QL_ERROR) | BIT(QL_READY) | BIT(QL_DISCARDED),
+    [QL_RUNNING] = BIT(QL_SUCCEED) | BIT(QL_WARNING) | BIT(QL_ERROR) | BIT(QL_READY) |
+                   BIT(QL_SKIP) | BIT(QL_DISCARDED),
     [QL_ERROR] = BIT(QL_READY) | BIT(QL_DISCARDED),
     [QL_PAUSED] = BIT(QL_READY) | BIT(QL_DISCARDED),
     [QL_SUCCEED] = BIT(QL_READY),

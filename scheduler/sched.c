@@ -99,7 +99,10 @@ static void run_drop(run_t *r) {
     if (r->timer_init) {
         r->timer_init = false;
         r->refs++;
+        /* The close callback frees the run: at once on the virtual clock, later on the real
+         * one. Either way r must not be touched after this call. */
         ql_timer_close(&r->timer, timer_closed_cb);
+        return;
     }
     run_maybe_free(r);
 }

@@ -18,7 +18,10 @@ static int buf_write(void *data, const char *bytes, size_t len) {
         b->data = p;
         b->cap = cap;
     }
-    memcpy(b->data + b->len, bytes, len);
+    /* msgpack hands over (NULL, 0) for an empty bin, e.g. a job without sources: memcpy from
+     * NULL is undefined even for zero bytes. */
+    if (len)
+        memcpy(b->data + b->len, bytes, len);
     b->len += len;
     return 0;
 }
