@@ -61,16 +61,16 @@ static void build_params(run_t *r, params_t *p) {
     snprintf(p->v[P_SEG_END], sizeof p->v[0], "%lld", (long long)j->range_end);
 
     /* The formatted range needs the model's format and the project's zone. */
-    char tzname[128] = "UTC", pattern[QL_FORMAT_MAX + 1] = "";
+    char zone_name[128] = "UTC", pattern[QL_FORMAT_MAX + 1] = "";
     if (r->s->opts.default_timezone && r->s->opts.default_timezone[0])
-        snprintf(tzname, sizeof tzname, "%s", r->s->opts.default_timezone);
+        snprintf(zone_name, sizeof zone_name, "%s", r->s->opts.default_timezone);
     ql_txn_t *txn;
     if (ql_txn_begin(r->s->opts.store, false, &txn) == 0) {
         ql_project_t pr;
         if (ql_project_get(txn, j->project, 0, &pr) == 0) {
             const char *z = ql_strmap_get(&pr.config, "kylin.web.timezone");
             if (z && z[0])
-                snprintf(tzname, sizeof tzname, "%s", z);
+                snprintf(zone_name, sizeof zone_name, "%s", z);
             ql_project_free(&pr);
         }
         ql_model_t m;
@@ -83,7 +83,7 @@ static void build_params(run_t *r, params_t *p) {
     }
     ql_tz_t *tz = NULL;
     ql_datefmt_t *fmt = NULL;
-    if (ql_tz_load(tzname, &tz))
+    if (ql_tz_load(zone_name, &tz))
         tz = NULL;
     if (pattern[0] && ql_datefmt_open(pattern, &fmt, NULL))
         fmt = NULL;
