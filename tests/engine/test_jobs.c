@@ -25,7 +25,7 @@
 #include <string.h>
 
 #define DAY 86400000LL
-#define BASE 1788192000000LL /* 2026-09-01T00:00:00Z */
+#define BASE 1788220800000LL /* 2026-09-01T00:00:00Z */
 
 static char dir[64];
 static ql_store_t *store;

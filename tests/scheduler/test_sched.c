@@ -1,0 +1,1067 @@
+/*
+ * The scheduler (spec/jobs.md, The scheduler) in a real node: a libuv loop, the threaded writer
+ * woken by uv_async, the real clock, templates from a YAML file and real shell steps through
+ * qilin-exec. One test at the end uses the virtual clock, where the exact timing is the point.
+ *
+ * Waits are conditions with deadlines: the loop is driven (UV_RUN_ONCE, with a 5 ms tick so
+ * that conditions which are not loop events, such as a process group being gone, are
+ * re-checked) until the condition holds or the deadline passes. Each test has its own data
+ * directory, configuration and templates file.
+ *
+ * Process groups: a stopped step's group is checked with kill(-pgid, 0) == ESRCH. A step's
+ * children that outlived their shell are reparented to whatever reaps orphans on this machine;
+ * until it reaps them they are zombies, which kill() still finds, so a group whose only members
+ * are zombies also counts as gone (nothing of it can run any more).
+ */
+#include "scheduler/ql_node.h"
+#include "scheduler/ql_submit.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define HELPER QL_BUILD_DIR "/tools/qilin-exec"
+#define DEADLINE_MS 10000
+#define DAY 86400000LL
+#define BASE 1788220800000LL /* 2026-09-01T00:00:00Z */
+
+typedef struct start_rec {
+    ql_id_t job;
+    uint32_t seq;
+    int64_t mono_ms;
+} start_rec_t;
+
+typedef struct world {
+    char dir[64];
+    char data[128];
+    uv_loop_t loop;
+    uv_timer_t tick;
+    ql_log_t log;
+    ql_config_t *cfg;
+    ql_node_t *node;
+    bool stopped;
+    ql_id_t model; /* "m" of project "p" */
+    int64_t next_create;
+    /* step-start hook */
+    start_rec_t starts[512];
+    int n_starts;
+    int not_durable; /* starts whose RUNNING state was not in the store yet */
+    char not_durable_msg[256];
+    /* concurrency observation */
+    int max_running, max_running_p1, over_limit;
+    /* restart: the old try's process group, which must be gone when the new try starts */
+    int old_pgid;
+    int started_while_old_alive;
+} world_t;
+
+static world_t w;
+
+/* ---- loop and process helpers ---- */
+
+static int64_t mono_ms(void) {
+    return (int64_t)(uv_hrtime() / 1000000);
+}
+
+static void tick_cb(uv_timer_t *t) {
+    (void)t;
+}
+
+typedef bool (*cond_fn)(const void *arg);
+
+static bool drive_until(cond_fn cond, const void *arg, int64_t ms) {
+    int64_t end = mono_ms() + ms;
+    while (!cond(arg)) {
+        if (mono_ms() >= end)
+            return false;
+        uv_run(&w.loop, UV_RUN_ONCE);
+    }
+    return true;
+}
+
+/* Drives the loop for ms whatever happens (to show that something does NOT happen). */
+static void drive_for(int64_t ms) {
+    int64_t end = mono_ms() + ms;
+    while (mono_ms() < end)
+        uv_run(&w.loop, UV_RUN_ONCE);
+}
+
+/* True when no live (non-zombie) process is in group pgid. */
+static bool group_gone(int pgid) {
+    if (kill(-pgid, 0) == -1 && errno == ESRCH)
+        return true;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return false;
+    bool alive = false;
+    struct dirent *e;
+    while (!alive && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+        char state;
+        int ppid, pgrp;
+        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+            state != 'Z')
+            alive = true;
+    }
+    closedir(d);
+    return !alive;
+}
+
+static bool cond_group_gone(const void *arg) {
+    return group_gone(*(const int *)arg);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static bool file_exists(const char *name) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", w.dir, name);
+    return access(path, F_OK) == 0;
+}
+
+static bool cond_file(const void *arg) {
+    return file_exists(arg);
+}
+
+/* A marker step's first try has got past its `touch marker`: it is in its long sleep. */
+static void wait_marker(void) {
+    cr_assert(drive_until(cond_file, "marker", DEADLINE_MS), "the step never touched its marker");
+}
+
+/* ---- store helpers ---- */
+
+static ql_store_t *store(void) {
+    return ql_node_store(w.node);
+}
+
+static ql_job_t get_job(const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
+    ql_txn_abort(t);
+    return j;
+}
+
+static ql_step_t get_step(const ql_id_t *id, uint32_t seq) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    ql_step_t s;
+    cr_assert_eq(ql_step_get(t, id, seq, &s), 0);
+    ql_txn_abort(t);
+    return s;
+}
+
+static ql_state_t job_state(const ql_id_t *id) {
+    ql_job_t j = get_job(id);
+    ql_state_t s = j.state;
+    ql_job_free(&j);
+    return s;
+}
+
+static ql_state_t step_state(const ql_id_t *id, uint32_t seq) {
+    ql_step_t s = get_step(id, seq);
+    ql_state_t st = s.state;
+    ql_step_free(&s);
+    return st;
+}
+
+/* The stored output of a step (malloc'd, "" when none). */
+static char *output(const ql_id_t *id, uint32_t seq) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    char *out = NULL;
+    size_t len;
+    int rc = ql_output_get(t, id, seq, &out, &len);
+    ql_txn_abort(t);
+    if (rc == QL_ENOTFOUND)
+        return strdup("");
+    cr_assert_eq(rc, 0);
+    return out;
+}
+
+/* The status of a segment, or -1 when it does not exist. */
+static int seg_status(const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    ql_segment_t s;
+    int rc = ql_segment_get(t, id, &s), status = -1;
+    if (rc == 0) {
+        status = (int)s.status;
+        ql_segment_free(&s);
+    }
+    ql_txn_abort(t);
+    return status;
+}
+
+typedef struct {
+    ql_id_t job;
+    ql_state_t state;
+} job_is_t;
+
+static bool cond_job_is(const void *arg) {
+    const job_is_t *c = arg;
+    return job_state(&c->job) == c->state;
+}
+
+static void wait_job(const ql_id_t *job, ql_state_t st) {
+    job_is_t c = {*job, st};
+    bool ok = drive_until(cond_job_is, &c, DEADLINE_MS);
+    cr_assert(ok, "the job did not become %s (it is %s)", ql_state_name(st),
+              ql_state_name(job_state(job)));
+}
+
+/* The process group of step seq once it runs and its pgid is recorded. */
+typedef struct {
+    ql_id_t job;
+    uint32_t seq;
+    int pgid;
+} pgid_wait_t;
+
+static bool cond_pgid(const void *arg) {
+    pgid_wait_t *p = (pgid_wait_t *)arg;
+    ql_step_t s = get_step(&p->job, p->seq);
+    if (s.state == QL_RUNNING && s.pgid > 0)
+        p->pgid = s.pgid;
+    ql_step_free(&s);
+    return p->pgid > 0;
+}
+
+static int wait_pgid(const ql_id_t *job, uint32_t seq) {
+    pgid_wait_t p = {*job, seq, 0};
+    cr_assert(drive_until(cond_pgid, &p, DEADLINE_MS), "step %u never ran with a process group",
+              seq);
+    return p.pgid;
+}
+
+static void create_project(const char *name, const char *limit, const char *tz) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), true, &t), 0);
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "%s", name);
+    if (limit)
+        cr_assert_eq(ql_strmap_set(&p.config, "kylin.job.max-concurrent-jobs", limit), 0);
+    if (tz)
+        cr_assert_eq(ql_strmap_set(&p.config, "kylin.web.timezone", tz), 0);
+    ql_err_t err = {0};
+    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0, "%s", err.msg);
+    ql_project_free(&p);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    cr_assert_eq(ql_project_get(t, name, 0, &p), 0);
+    if (tz)
+        cr_assert_str_eq(ql_strmap_get(&p.config, "kylin.web.timezone"), tz);
+    ql_project_free(&p);
+    ql_txn_abort(t);
+}
+
+/* A partitioned model. The name is written as given, without the API's name rules, so that a
+ * test can give it characters a shell would act on. */
+static ql_id_t create_model(const char *project, const char *name, const char *set,
+                            const char *format) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), true, &t), 0);
+    ql_model_t m = {0};
+    ql_store_new_id(store(), &m.id);
+    snprintf(m.name, sizeof m.name, "%s", name);
+    snprintf(m.project, sizeof m.project, "%s", project);
+    m.partitioned = true;
+    snprintf(m.partition_column, sizeof m.partition_column, "dt");
+    snprintf(m.partition_format, sizeof m.partition_format, "%s", format ? format : "yyyy-MM-dd");
+    snprintf(m.job_template, sizeof m.job_template, "%s", set ? set : "");
+    m.create_time = m.modify_time = BASE;
+    cr_assert_eq(ql_model_put(t, &m), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    return m.id;
+}
+
+/* ---- the node ---- */
+
+static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq);
+
+/* Starts a node on a fresh directory with templates (in which @DIR@ stands for the test's
+ * directory) and settings ("key=value", NULL-terminated). */
+static void start_node(const char *templates, const char *const *settings) {
+    memset(&w, 0, sizeof w);
+    snprintf(w.dir, sizeof w.dir, "/tmp/ql_sched_XXXXXX");
+    cr_assert_not_null(mkdtemp(w.dir));
+    snprintf(w.data, sizeof w.data, "%s/data", w.dir);
+    cr_assert_eq(access(HELPER, X_OK), 0, "the exec helper %s is not built", HELPER);
+
+    char path[256];
+    snprintf(path, sizeof path, "%s/jobs.yaml", w.dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (const char *p = templates; *p; p++) {
+        if (strncmp(p, "@DIR@", 5) == 0) {
+            fputs(w.dir, f);
+            p += 4;
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fclose(f);
+
+    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    ql_err_t err = {0};
+    char arg[512];
+    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
+    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
+    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", path);
+    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.step.kill-grace-ms=300", &err), 0, "%s", err.msg);
+    for (size_t i = 0; settings && settings[i]; i++)
+        cr_assert_eq(ql_config_set_arg(w.cfg, settings[i], &err), 0, "%s: %s", settings[i],
+                     err.msg);
+
+    cr_assert_eq(uv_loop_init(&w.loop), 0);
+    uv_timer_init(&w.loop, &w.tick);
+    uv_timer_start(&w.tick, tick_cb, 5, 5);
+    ql_log_init(&w.log, getenv("QL_TEST_DEBUG") ? QL_LOG_DEBUG : QL_LOG_ERROR);
+    ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
+    cr_assert_eq(ql_node_start(&no, &w.node, &err), 0, "%s", err.msg);
+    cr_assert(ql_node_is_master(w.node));
+    ql_sched_set_step_start_hook(ql_node_sched(w.node), step_start_hook, &w);
+    create_project("p", NULL, NULL);
+    w.model = create_model("p", "m", NULL, NULL);
+    w.next_create = BASE;
+}
+
+static void node_stopped(void *arg) {
+    ((world_t *)arg)->stopped = true;
+}
+
+static bool cond_stopped(const void *arg) {
+    (void)arg;
+    return w.stopped;
+}
+
+static void teardown(void) {
+    if (w.node) {
+        ql_node_stop(w.node, node_stopped, &w);
+        cr_assert(drive_until(cond_stopped, NULL, DEADLINE_MS), "the node did not stop");
+        w.node = NULL;
+    }
+    uv_close((uv_handle_t *)&w.tick, NULL);
+    uv_run(&w.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
+    ql_config_free(w.cfg);
+    nftw(w.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- submissions through the one submission path ---- */
+
+typedef struct sub {
+    ql_submit_op_t op; /* first: the writer hands this pointer back */
+    bool done;
+    int status;
+    ql_err_t err;
+    int64_t ack_ms;
+} sub_t;
+
+static void sub_done(void *arg, int status, const ql_err_t *err) {
+    sub_t *s = arg;
+    s->done = true;
+    s->status = status;
+    s->err = *err;
+    s->ack_ms = mono_ms();
+    /* What every submitter does once its job is durable: wake the fetcher. */
+    ql_node_kick(w.node);
+}
+
+static bool cond_sub(const void *arg) {
+    return ((const sub_t *)arg)->done;
+}
+
+/* Submits an INC_BUILD of [start, end) of model, waits for its acknowledgement and returns the
+ * job id (and the acknowledgement time, when ack_ms is not NULL). */
+static ql_id_t submit_range(const ql_id_t *model, int64_t start, int64_t end, int priority,
+                            int64_t *ack_ms) {
+    sub_t *s = calloc(1, sizeof *s);
+    s->op = (ql_submit_op_t){
+        .kind = QL_SUBMIT_BUILD,
+        .templates = ql_node_templates(w.node),
+        .model = *model,
+        .start = start,
+        .end = end,
+        .priority = priority,
+        .submitter = "ADMIN",
+        .now = ++w.next_create,
+    };
+    cr_assert_eq(ql_writer_submit(ql_node_writer(w.node), ql_submit_fn, &s->op, sub_done), 0);
+    cr_assert(drive_until(cond_sub, s, DEADLINE_MS), "no acknowledgement");
+    cr_assert_eq(s->status, 0, "submit: %s", s->err.msg);
+    ql_id_t job = s->op.job;
+    if (ack_ms)
+        *ack_ms = s->ack_ms;
+    free(s);
+    return job;
+}
+
+static ql_id_t submit_day(const ql_id_t *model, int day, int priority) {
+    return submit_range(model, BASE + day * DAY, BASE + (day + 1) * DAY, priority, NULL);
+}
+
+static ql_id_t submit(int day) {
+    return submit_day(&w.model, day, 3);
+}
+
+/* ---- the step-start hook ---- */
+
+static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq) {
+    world_t *x = arg;
+    if (x->n_starts < (int)(sizeof x->starts / sizeof x->starts[0]))
+        x->starts[x->n_starts++] = (start_rec_t){*job, seq, mono_ms()};
+    /* The step's RUNNING state must be durable before its process starts: a fresh read
+     * transaction sees it. */
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(x->node), false, &t), 0);
+    ql_job_t j;
+    ql_step_t s;
+    cr_assert_eq(ql_job_get(t, job, 0, &j), 0);
+    cr_assert_eq(ql_step_get(t, job, seq, &s), 0);
+    if (j.state != QL_RUNNING || s.state != QL_RUNNING || s.attempts == 0 || s.start_time == 0) {
+        x->not_durable++;
+        snprintf(x->not_durable_msg, sizeof x->not_durable_msg,
+                 "step %u started while the store says job %s, step %s (attempts %u)", seq,
+                 ql_state_name(j.state), ql_state_name(s.state), s.attempts);
+    }
+    /* Concurrency, globally and in project p1, as the store says at this instant. */
+    uint64_t all, p1;
+    cr_assert_eq(ql_job_count(t, NULL, 1u << QL_RUNNING, &all), 0);
+    cr_assert_eq(ql_job_count(t, "p1", 1u << QL_RUNNING, &p1), 0);
+    if ((int)all > x->max_running)
+        x->max_running = (int)all;
+    if ((int)p1 > x->max_running_p1)
+        x->max_running_p1 = (int)p1;
+    ql_sched_stats_t st;
+    ql_sched_get_stats(ql_node_sched(x->node), &st);
+    if ((int)st.running > (int)ql_config_get_int(x->cfg, "kylin.job.max-concurrent-jobs"))
+        x->over_limit++;
+    if (x->old_pgid && !group_gone(x->old_pgid))
+        x->started_while_old_alive++;
+    ql_job_free(&j);
+    ql_step_free(&s);
+    ql_txn_abort(t);
+}
+
+static int starts_of(const ql_id_t *job, uint32_t seq) {
+    int n = 0;
+    for (int i = 0; i < w.n_starts; i++)
+        if (ql_id_eq(&w.starts[i].job, job) && w.starts[i].seq == seq)
+            n++;
+    return n;
+}
+
+static void assert_durable_starts(void) {
+    cr_assert_eq(w.not_durable, 0, "%s", w.not_durable_msg);
+}
+
+/* ---- chains ---- */
+
+Test(chain, steps_run_in_order_and_each_is_persisted, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: one, kind: shell, argv: [/bin/sh, -c, 'echo one']}\n"
+               "      - {name: two, kind: shell, argv: [/bin/sh, -c, 'echo two; echo err >&2']}\n"
+               "      - {name: three, kind: noop}\n",
+               NULL);
+    ql_id_t job = submit(0);
+    wait_job(&job, QL_SUCCEED);
+    cr_assert_eq(w.n_starts, 3);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(w.starts[i].seq, (uint32_t)i, "steps start in order");
+    ql_job_t j = get_job(&job);
+    int64_t prev_end = j.start_time;
+    for (uint32_t i = 0; i < 3; i++) {
+        ql_step_t s = get_step(&job, i);
+        cr_assert_eq(s.state, QL_SUCCEED, "step %u", i);
+        cr_assert_eq(s.attempts, 1);
+        cr_assert_gt(s.start_time, 0, "the start is persisted");
+        cr_assert_geq(s.start_time, prev_end, "step %u starts after the previous ended", i);
+        cr_assert_geq(s.end_time, s.start_time, "the end is persisted");
+        prev_end = s.end_time;
+        ql_step_free(&s);
+    }
+    cr_assert_geq(j.end_time, prev_end);
+    char *o0 = output(&job, 0), *o1 = output(&job, 1);
+    cr_assert_str_eq(o0, "one\n");
+    cr_assert_str_eq(o1, "two\nerr\n", "stdout and stderr are kept, in order");
+    free(o0);
+    free(o1);
+    cr_assert_eq(seg_status(&j.segment), QL_SEG_READY);
+    ql_job_free(&j);
+    assert_durable_starts();
+}
+
+Test(chain, a_failing_step_stops_the_chain, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: one, kind: noop}\n"
+               "      - {name: two, kind: shell, argv: [/bin/sh, -c, 'echo failing; exit 3']}\n"
+               "      - {name: three, kind: noop}\n",
+               NULL);
+    ql_id_t job = submit(0);
+    wait_job(&job, QL_ERROR);
+    drive_for(100);
+    cr_assert_eq(step_state(&job, 0), QL_SUCCEED);
+    ql_step_t s = get_step(&job, 1);
+    cr_assert_eq(s.state, QL_ERROR);
+    cr_assert_not_null(s.failed_msg);
+    cr_assert_not_null(strstr(s.failed_msg, "exit code 3"), "%s", s.failed_msg);
+    ql_step_free(&s);
+    s = get_step(&job, 2);
+    cr_assert_eq(s.state, QL_READY, "the chain stops at the failed step");
+    cr_assert_eq(s.start_time, 0);
+    ql_step_free(&s);
+    cr_assert_eq(starts_of(&job, 2), 0);
+    char *o = output(&job, 1);
+    cr_assert_str_eq(o, "failing\n", "a failed step's output is kept too");
+    free(o);
+    ql_job_t j = get_job(&job);
+    cr_assert_eq(seg_status(&j.segment), QL_SEG_NEW, "an ERROR job keeps its NEW segment");
+    ql_job_free(&j);
+}
+
+/* ---- retries ---- */
+
+Test(retry, global_retries_then_error, .fini = teardown) {
+    const char *set[] = {"kylin.job.retry=2", "kylin.job.retry-interval=60ms", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: flaky, kind: shell, argv: [/bin/sh, -c, 'echo try; exit 1']}\n",
+               set);
+    ql_id_t job = submit(0);
+    wait_job(&job, QL_ERROR);
+    cr_assert_eq(starts_of(&job, 0), 3, "one try and kylin.job.retry = 2 retries");
+    for (int i = 1; i < 3; i++)
+        cr_assert_geq(w.starts[i].mono_ms - w.starts[i - 1].mono_ms, 55,
+                      "tries are kylin.job.retry-interval apart");
+    ql_step_t s = get_step(&job, 0);
+    cr_assert_eq(s.attempts, 3, "attempts are counted");
+    cr_assert_eq(s.state, QL_ERROR, "exhausted retries end in ERROR");
+    cr_assert_not_null(strstr(s.failed_msg, "exit code 1"), "%s", s.failed_msg);
+    ql_step_free(&s);
+    assert_durable_starts();
+}
+
+Test(retry, per_step_retries_override_the_global_ones, .fini = teardown) {
+    const char *set[] = {"kylin.job.retry=3", "kylin.job.retry-interval=10ms", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - name: fails once\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'test -f marker || { touch marker; exit 1; }']\n"
+               "        cwd: @DIR@\n"
+               "        retries: 1\n"
+               "        retry_interval: 20ms\n"
+               "template_sets:\n"
+               "  strict:\n"
+               "    INC_BUILD:\n"
+               "      steps:\n"
+               "        - {name: no retry, kind: shell, argv: [/bin/false], retries: 0}\n",
+               set);
+    ql_id_t once = submit(0);
+    wait_job(&once, QL_SUCCEED);
+    ql_step_t s = get_step(&once, 0);
+    cr_assert_eq(s.attempts, 2, "failed once, then succeeded");
+    cr_assert_eq(s.state, QL_SUCCEED);
+    ql_step_free(&s);
+    cr_assert_eq(starts_of(&once, 0), 2);
+    cr_assert(file_exists("marker"));
+
+    ql_id_t strict_model = create_model("p", "strict_m", "strict", NULL);
+    ql_id_t strict = submit_day(&strict_model, 0, 3);
+    wait_job(&strict, QL_ERROR);
+    drive_for(100);
+    cr_assert_eq(starts_of(&strict, 0), 1, "retries: 0 wins over kylin.job.retry = 3");
+    s = get_step(&strict, 0);
+    cr_assert_eq(s.attempts, 1);
+    ql_step_free(&s);
+}
+
+/* ---- timeouts ---- */
+
+Test(timeout, a_step_over_its_timeout_is_stopped_and_fails, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: slow, kind: shell, argv: [/bin/sh, -c, 'sleep 30; echo late'],"
+               " timeout: 200ms}\n",
+               NULL);
+    ql_id_t job = submit(0);
+    int pgid = wait_pgid(&job, 0);
+    int64_t t0 = mono_ms();
+    wait_job(&job, QL_ERROR);
+    int64_t took = mono_ms() - t0;
+    cr_assert_lt(took, 5000, "the timeout stopped it (took %lld ms)", (long long)took);
+    ql_step_t s = get_step(&job, 0);
+    cr_assert_eq(s.state, QL_ERROR);
+    cr_assert_not_null(s.failed_msg);
+    cr_assert_not_null(strstr(s.failed_msg, "timed out"), "%s", s.failed_msg);
+    cr_assert_eq(s.pgid, 0);
+    ql_step_free(&s);
+    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+}
+
+/* ---- actions on a running shell step ---- */
+
+/* The second step sleeps 30 s on its first try and succeeds at once on later ones. */
+#define MARKER_CHAIN                                                                               \
+    "templates:\n"                                                                                 \
+    "  INC_BUILD:\n"                                                                               \
+    "    steps:\n"                                                                                 \
+    "      - {name: first, kind: noop}\n"                                                          \
+    "      - name: second\n"                                                                       \
+    "        kind: shell\n"                                                                        \
+    "        argv: [/bin/sh, -c, 'if [ -f marker ]; then echo again; exit 0; fi; touch marker; "   \
+    "sleep 30']\n"                                                                                 \
+    "        cwd: @DIR@\n"
+
+typedef struct action_wait {
+    bool done;
+    int status;
+    char msg[512];
+} action_wait_t;
+
+static void action_done(void *arg, int status, const ql_err_t *err) {
+    action_wait_t *a = arg;
+    a->done = true;
+    a->status = status;
+    snprintf(a->msg, sizeof a->msg, "%s", err ? err->msg : "");
+}
+
+static bool cond_action(const void *arg) {
+    return ((const action_wait_t *)arg)->done;
+}
+
+static void act(const ql_id_t *job, ql_action_t a) {
+    action_wait_t aw = {0};
+    cr_assert_eq(ql_sched_action(ql_node_sched(w.node), job, a, action_done, &aw), 0);
+    cr_assert(drive_until(cond_action, &aw, DEADLINE_MS), "no answer to %s", ql_action_name(a));
+    cr_assert_eq(aw.status, 0, "%s: %s", ql_action_name(a), aw.msg);
+}
+
+static bool cond_idle(const void *arg) {
+    (void)arg;
+    return ql_sched_idle(ql_node_sched(w.node));
+}
+
+Test(actions, pause_stops_the_process_and_resume_runs_the_step_again, .fini = teardown) {
+    start_node(MARKER_CHAIN, NULL);
+    ql_id_t job = submit(0);
+    int pgid = wait_pgid(&job, 1);
+    wait_marker();
+    act(&job, QL_ACTION_PAUSE);
+    /* The answer comes once the new states are durable. */
+    cr_assert_eq(job_state(&job), QL_PAUSED);
+    cr_assert_eq(step_state(&job, 1), QL_READY, "the running step returns to READY");
+    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+    cr_assert(drive_until(cond_idle, NULL, DEADLINE_MS));
+    drive_for(100);
+    cr_assert_eq(job_state(&job), QL_PAUSED, "a paused job stays paused");
+    cr_assert_eq(starts_of(&job, 1), 1);
+
+    act(&job, QL_ACTION_RESUME);
+    wait_job(&job, QL_SUCCEED);
+    cr_assert_eq(starts_of(&job, 0), 1, "the completed step is not rerun");
+    cr_assert_eq(starts_of(&job, 1), 2, "the paused step runs again");
+    char *o = output(&job, 1);
+    cr_assert_str_eq(o, "again\n");
+    free(o);
+    assert_durable_starts();
+}
+
+Test(actions, discard_stops_the_process_and_removes_the_segment, .fini = teardown) {
+    start_node(MARKER_CHAIN, NULL);
+    ql_id_t job = submit(0);
+    ql_job_t j = get_job(&job);
+    ql_id_t seg = j.segment;
+    ql_job_free(&j);
+    int pgid = wait_pgid(&job, 1);
+    wait_marker();
+    act(&job, QL_ACTION_DISCARD);
+    cr_assert_eq(job_state(&job), QL_DISCARDED);
+    cr_assert_eq(step_state(&job, 0), QL_SUCCEED);
+    cr_assert_eq(step_state(&job, 1), QL_DISCARDED);
+    cr_assert_eq(seg_status(&seg), -1, "the NEW segment went with the discard");
+    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+    cr_assert(drive_until(cond_idle, NULL, DEADLINE_MS));
+    drive_for(100);
+    cr_assert_eq(starts_of(&job, 1), 1, "nothing reruns");
+    cr_assert_eq(job_state(&job), QL_DISCARDED);
+}
+
+Test(actions, restart_stops_the_process_first_and_reruns_everything, .fini = teardown) {
+    start_node(MARKER_CHAIN, NULL);
+    ql_id_t job = submit(0);
+    ql_job_t j = get_job(&job);
+    ql_id_t seg = j.segment;
+    ql_job_free(&j);
+    int pgid = wait_pgid(&job, 1);
+    wait_marker();
+    w.old_pgid = pgid;
+    act(&job, QL_ACTION_RESTART);
+    /* The restart itself: every step READY and the job READY, its segment still NEW. (The
+     * fetcher may already have picked it again; it waits for the old process to be gone.) */
+    wait_job(&job, QL_SUCCEED);
+    cr_assert_eq(w.started_while_old_alive, 0,
+                 "a step of the restarted job started while the old process group lived");
+    cr_assert(group_gone(pgid));
+    cr_assert_eq(starts_of(&job, 0), 2, "a restart reruns completed steps");
+    cr_assert_eq(starts_of(&job, 1), 2);
+    cr_assert_eq(seg_status(&seg), QL_SEG_READY, "the segment was kept and rebuilt");
+    assert_durable_starts();
+}
+
+Test(actions, restart_writes_ready_states, .fini = teardown) {
+    /* The same restart, observed right after its answer: a fetcher that cannot pick (paused)
+     * leaves the READY states in place. */
+    start_node(MARKER_CHAIN, NULL);
+    ql_id_t job = submit(0);
+    ql_job_t j = get_job(&job);
+    ql_id_t seg = j.segment;
+    ql_job_free(&j);
+    int pgid = wait_pgid(&job, 1);
+    wait_marker();
+    ql_sched_pause_fetching(ql_node_sched(w.node));
+    act(&job, QL_ACTION_RESTART);
+    cr_assert_eq(job_state(&job), QL_READY);
+    cr_assert_eq(step_state(&job, 0), QL_READY);
+    cr_assert_eq(step_state(&job, 1), QL_READY);
+    cr_assert_eq(seg_status(&seg), QL_SEG_NEW);
+    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+    ql_sched_start(ql_node_sched(w.node));
+    wait_job(&job, QL_SUCCEED);
+}
+
+/* ---- output ---- */
+
+Test(output, the_store_keeps_a_capped_tail_and_the_log_everything, .fini = teardown) {
+    const char *set[] = {"kylin.job.execute-output.max-size=1KiB", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - name: chatty\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'i=0; while [ $i -lt 3000 ]; do echo \"line $i of "
+               "the output\"; i=$((i+1)); done']\n",
+               set);
+    ql_id_t job = submit(0);
+    wait_job(&job, QL_SUCCEED);
+    size_t full = 0;
+    char line[64];
+    for (int i = 0; i < 3000; i++)
+        full += (size_t)snprintf(line, sizeof line, "line %d of the output\n", i);
+
+    char *o = output(&job, 0);
+    size_t n = strlen(o);
+    cr_assert_leq(n, 1024 + 64, "the stored output is capped (%zu bytes)", n);
+    cr_assert_geq(n, 1000);
+    cr_assert_not_null(strstr(o, "truncated"), "the cut is marked");
+    const char *last = "line 2999 of the output\n";
+    cr_assert_str_eq(o + n - strlen(last), last, "the tail is kept");
+    free(o);
+
+    char jid[QL_ID_STR_LEN + 1], sid[QL_ID_STR_LEN + 8], path[512];
+    ql_id_format(&job, jid);
+    ql_step_id_format(&job, 0, sid);
+    snprintf(path, sizeof path, "%s/logs/%s/%s.log", w.data, jid, sid);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0, "the step's log %s exists", path);
+    cr_assert_eq((size_t)st.st_size, full, "the log holds all %zu bytes", full);
+    FILE *f = fopen(path, "r");
+    cr_assert(fgets(line, sizeof line, f));
+    cr_assert_str_eq(line, "line 0 of the output\n");
+    fclose(f);
+}
+
+/* ---- the fetcher ---- */
+
+Test(fetcher, picks_by_priority_then_creation_time, .fini = teardown) {
+    const char *set[] = {"kylin.job.max-concurrent-jobs=1", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: quick, kind: noop}\n",
+               set);
+    /* Everything is queued before the fetcher may look. */
+    ql_sched_pause_fetching(ql_node_sched(w.node));
+    const int prio[] = {4, 0, 3, 1, 0, 3};
+    ql_id_t jobs[6];
+    for (int i = 0; i < 6; i++)
+        jobs[i] = submit_day(&w.model, i, prio[i]);
+    ql_sched_start(ql_node_sched(w.node));
+    for (int i = 0; i < 6; i++)
+        wait_job(&jobs[i], QL_SUCCEED);
+    /* 0 (first created), 0 (later), 1, 3, 3, 4 */
+    const int order[] = {1, 4, 3, 2, 5, 0};
+    cr_assert_eq(w.n_starts, 6);
+    for (int i = 0; i < 6; i++)
+        cr_assert(ql_id_eq(&w.starts[i].job, &jobs[order[i]]),
+                  "start %d should be the job of priority %d created %d-th", i, prio[order[i]],
+                  order[i]);
+}
+
+/* Largest number of jobs whose persisted [start, end] intervals overlap. */
+static int max_overlap(const ql_id_t *jobs, int n) {
+    int best = 0;
+    for (int i = 0; i < n; i++) {
+        ql_job_t a = get_job(&jobs[i]);
+        int c = 0;
+        for (int k = 0; k < n; k++) {
+            ql_job_t b = get_job(&jobs[k]);
+            if (b.start_time <= a.start_time && a.start_time < b.end_time)
+                c++;
+            ql_job_free(&b);
+        }
+        if (c > best)
+            best = c;
+        ql_job_free(&a);
+    }
+    return best;
+}
+
+Test(fetcher, never_runs_more_than_allowed, .fini = teardown) {
+    const char *set[] = {"kylin.job.max-concurrent-jobs=3", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: a, kind: sleep, duration: 30ms}\n"
+               "      - {name: b, kind: shell, argv: [/bin/sleep, '0.03']}\n",
+               set);
+    create_project("p1", "1", NULL);
+    create_project("p2", NULL, NULL);
+    ql_id_t m1 = create_model("p1", "m1", NULL, NULL), m2 = create_model("p2", "m2", NULL, NULL);
+    ql_id_t jobs[12], p1jobs[4];
+    for (int i = 0; i < 12; i++) {
+        jobs[i] = submit_day(i % 3 == 0 ? &m1 : &m2, i, 3);
+        if (i % 3 == 0)
+            p1jobs[i / 3] = jobs[i];
+    }
+    for (int i = 0; i < 12; i++)
+        wait_job(&jobs[i], QL_SUCCEED);
+    cr_assert_eq(w.over_limit, 0, "the runner pool went over kylin.job.max-concurrent-jobs");
+    cr_assert_eq(w.max_running, 3, "at most 3 RUNNING at any step start, and the limit is reached");
+    cr_assert_eq(w.max_running_p1, 1, "p1's own limit of 1 holds");
+    cr_assert_leq(max_overlap(jobs, 12), 3, "persisted job intervals overlap at most 3 deep");
+    cr_assert_eq(max_overlap(p1jobs, 4), 1, "p1's jobs never overlap");
+    assert_durable_starts();
+}
+
+Test(fetcher, a_submission_wakes_an_idle_fetcher_at_once, .fini = teardown) {
+    /* The default poll interval (30 s): only the kick can start the job within the deadline. */
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: quick, kind: noop}\n",
+               NULL);
+    cr_assert_eq(ql_config_get_int(w.cfg, "kylin.job.scheduler.poll-interval-second"), 30);
+    drive_for(50); /* idle: the start-up fetch found nothing */
+    int64_t ack;
+    ql_id_t job = submit_range(&w.model, BASE, BASE + DAY, 3, &ack);
+    wait_job(&job, QL_SUCCEED);
+    cr_assert_eq(w.n_starts, 1);
+    int64_t latency = w.starts[0].mono_ms - ack;
+    cr_assert_lt(latency, 1000, "started %lld ms after the acknowledgement", (long long)latency);
+}
+
+/* ---- parameters ---- */
+
+#define HOSTILE "m;touch x;$(touch x)`touch y`'\"q"
+
+Test(params, reach_the_process_verbatim_and_execute_nothing, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - name: argv\n"
+               "        kind: shell\n"
+               "        argv: [/usr/bin/printf, '%s\\n', '${QILIN_MODEL}', '${QILIN_JOB_ID}',\n"
+               "               '${QILIN_STEP_ID}', '${QILIN_PROJECT}', '${QILIN_JOB_TYPE}',\n"
+               "               '${QILIN_SEGMENT_ID}', '${QILIN_SEGMENT_START}',\n"
+               "               '${QILIN_SEGMENT_END}', 'model=${QILIN_MODEL}']\n"
+               "        cwd: @DIR@\n"
+               "      - name: env\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'printf \"%s\\n\" \"$QILIN_MODEL\" \"$QILIN_JOB_ID\" "
+               "\"$QILIN_STEP_ID\" \"$QILIN_PROJECT\" \"$QILIN_JOB_TYPE\" \"$QILIN_SEGMENT_ID\" "
+               "\"$QILIN_SEGMENT_START\" \"$QILIN_SEGMENT_END\" \"model=$QILIN_MODEL\"']\n"
+               "        cwd: @DIR@\n",
+               NULL);
+    ql_id_t m = create_model("p", HOSTILE, NULL, NULL);
+    ql_id_t job = submit_day(&m, 0, 3);
+    wait_job(&job, QL_SUCCEED);
+    ql_job_t j = get_job(&job);
+    char jid[QL_ID_STR_LEN + 1], seg[QL_ID_STR_LEN + 1];
+    ql_id_format(&job, jid);
+    ql_id_format(&j.segment, seg);
+    for (uint32_t i = 0; i < 2; i++) {
+        char sid[QL_ID_STR_LEN + 8], want[1024];
+        ql_step_id_format(&job, i, sid);
+        snprintf(want, sizeof want, "%s\n%s\n%s\np\nINC_BUILD\n%s\n%lld\n%lld\nmodel=%s\n", HOSTILE,
+                 jid, sid, seg, (long long)BASE, (long long)(BASE + DAY), HOSTILE);
+        char *o = output(&job, i);
+        cr_assert_str_eq(o, want, "step %u (%s) got the parameters verbatim", i,
+                         i ? "environment" : "argv");
+        free(o);
+    }
+    ql_job_free(&j);
+    cr_assert_not(file_exists("x"), "a model name was executed");
+    cr_assert_not(file_exists("y"), "a model name was executed");
+}
+
+Test(params, formatted_range_uses_the_partition_format_in_the_project_zone, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - name: show\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'printf \"%s|%s\\n\" \"$QILIN_SEGMENT_START_FMT\" "
+               "\"$QILIN_SEGMENT_END_FMT\"', '${QILIN_SEGMENT_START_FMT}']\n",
+               NULL);
+    /* Midnight in Shanghai (UTC+8) is 16:00 UTC the day before. */
+    create_project("sh", NULL, "Asia/Shanghai");
+    ql_id_t days = create_model("sh", "days", NULL, "yyyy-MM-dd");
+    ql_id_t minutes = create_model("sh", "minutes", NULL, "yyyy-MM-dd HH:mm");
+    int64_t start = BASE - 8 * 3600000LL, end = start + DAY;
+    ql_id_t a = submit_range(&days, start, end, 3, NULL);
+    ql_id_t b = submit_range(&minutes, start, end, 3, NULL);
+    ql_id_t c = submit_range(&w.model, BASE, BASE + DAY, 3, NULL); /* project p: UTC */
+    wait_job(&a, QL_SUCCEED);
+    wait_job(&b, QL_SUCCEED);
+    wait_job(&c, QL_SUCCEED);
+    char *o = output(&a, 0);
+    cr_assert_str_eq(o, "2026-09-01|2026-09-02\n");
+    free(o);
+    o = output(&b, 0);
+    cr_assert_str_eq(o, "2026-09-01 00:00|2026-09-02 00:00\n");
+    free(o);
+    o = output(&c, 0);
+    cr_assert_str_eq(o, "2026-09-01|2026-09-02\n");
+    free(o);
+}
+
+/* ---- the virtual clock: exact retry timing ---- */
+
+static ql_clock_t *vclock;
+static int64_t vstarts[8];
+static int n_vstarts;
+
+static void vhook(void *arg, const ql_id_t *job, uint32_t seq) {
+    (void)arg;
+    (void)job;
+    (void)seq;
+    if (n_vstarts < 8)
+        vstarts[n_vstarts++] = ql_clock_now_ms(vclock);
+}
+
+Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
+    char d[64];
+    snprintf(d, sizeof d, "/tmp/ql_vsched_XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    ql_store_opts_t so = {.path = d, .map_size = 64u << 20};
+    ql_store_t *st;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&so, &st, &err), 0, "%s", err.msg);
+    static const char yaml[] = "templates:\n"
+                               "  INC_BUILD:\n"
+                               "    steps:\n"
+                               "      - {name: build, kind: sleep, duration: 5m}\n"
+                               "      - {name: flaky, kind: fail, sim_duration: 1s}\n";
+    ql_templates_t *tpl;
+    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &tpl, &err), 0, "%s",
+                 err.msg);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(st, true, &t), 0);
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "p");
+    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
+    ql_model_t m = {0};
+    snprintf(m.name, sizeof m.name, "m");
+    snprintf(m.project, sizeof m.project, "p");
+    m.partitioned = true;
+    snprintf(m.partition_column, sizeof m.partition_column, "dt");
+    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
+    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
+    ql_writer_t *wr;
+    ql_writer_opts_t wo = {.manual = true};
+    cr_assert_eq(ql_writer_new(st, &wo, &wr), 0);
+    ql_sched_opts_t o = {
+        .store = st,
+        .writer = wr,
+        .clock = vclock,
+        .templates = tpl,
+        .max_concurrent_jobs = 10,
+        .poll_interval_ms = 30000,
+        .retry = 2,
+        .retry_interval_ms = 30000, /* Kylin's default */
+        .virtual_steps = true,
+    };
+    ql_sched_t *s;
+    cr_assert_eq(ql_sched_new(&o, &s), 0);
+    ql_sched_set_step_start_hook(s, vhook, NULL);
+    ql_sched_start(s);
+    ql_submit_op_t op = {.kind = QL_SUBMIT_BUILD,
+                         .templates = tpl,
+                         .model = m.id,
+                         .start = BASE,
+                         .end = BASE + DAY,
+                         .priority = 3,
+                         .now = BASE};
+    cr_assert_eq(ql_writer_call(wr, ql_submit_fn, &op, &err), 0, "%s", err.msg);
+    ql_sched_kick(s);
+    for (int i = 0; i < 400; i++)
+        ql_vclock_run_for(vclock, 1000, true);
+    /* 5 min of build, then three 1 s tries of the failing step 30 s apart. */
+    cr_assert_eq(n_vstarts, 4);
+    cr_assert_eq(vstarts[1] - vstarts[0], 300000);
+    cr_assert_eq(vstarts[2] - vstarts[1], 1000 + 30000);
+    cr_assert_eq(vstarts[3] - vstarts[2], 1000 + 30000);
+    cr_assert_eq(ql_txn_begin(st, false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &op.job, 0, &j), 0);
+    cr_assert_eq(j.state, QL_ERROR);
+    cr_assert_eq(j.end_time, vstarts[3] + 1000, "the job ends when the last try does");
+    ql_step_t sp;
+    cr_assert_eq(ql_step_get(t, &op.job, 1, &sp), 0);
+    cr_assert_eq(sp.attempts, 3);
+    ql_step_free(&sp);
+    ql_job_free(&j);
+    ql_txn_abort(t);
+    ql_sched_free(s);
+    ql_writer_free(wr);
+    ql_clock_free(vclock);
+    ql_templates_free(tpl);
+    ql_store_close(st);
+    nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
