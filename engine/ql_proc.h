@@ -1,0 +1,199 @@
+/*
+ * Running one shell step as a child process on a libuv loop.
+ *
+ * DESIGN. A ql_proc_t is one step process, spawned with uv_spawn() on the loop thread through
+ * the qilin-exec helper (tools/qilin-exec.c), which arms PR_SET_PDEATHSIG and then execs the
+ * step's argv without a shell. Every function here except ql_proc_spec_init(),
+ * ql_proc_kill_group(), ql_proc_classify() and ql_proc_stop_reason_name() must be called on the
+ * loop's thread; those four are thread-safe.
+ *
+ * Process group. The step runs in a new session (UV_PROCESS_DETACHED), so its process group id
+ * is its pid, and everything it forks stays in that group unless it calls setsid() itself.
+ * Stopping signals the whole group: SIGTERM, then SIGKILL after the grace period. The job runner
+ * records the pgid in the store as soon as ql_proc_spawn() returns, so that startup recovery can
+ * ql_proc_kill_group() what a crashed server left behind. When a step completes, whatever is
+ * still in its group is SIGKILLed: the runner forgets the pgid then, and nothing could clean
+ * such leftovers up later (a step that wants a daemon to outlive it must setsid() it).
+ *
+ * Output. stdout and stderr share one pipe, as with `2>&1` (Kylin's redirectErrorStream), so
+ * the log keeps the order the step wrote them in. Every byte goes to the log file (appended,
+ * never capped). The in-memory copy kept for the store holds the LAST max_output bytes, because
+ * the end of a log is where the error is; when bytes were dropped it starts with the marker
+ * "...(N characters truncated)...\n" (on top of the max_output bytes). "Characters" are bytes
+ * here, like Kylin's kylin.job.execute-output.max-size; the cut is moved forward to a UTF-8
+ * character boundary, so valid UTF-8 output stays valid. Log writes are plain write()s on the
+ * loop thread: they land in the page cache, the log is not durable state (no fsync), and a
+ * queue of asynchronous writes would cost ordering logic for no gain on a local disk.
+ *
+ * Completion. The exit callback runs exactly once, after the process exited AND its output
+ * pipe and the helper's status pipe reached EOF, so no output is lost. The one exception is a
+ * step that handed its pipe to a process that left the group (setsid): after a stop has
+ * escalated to SIGKILL and the process has exited, the proc waits QL_PROC_DRAIN_MS more and then
+ * completes without that EOF. Without a timeout or a stop, such a step is waited for as long as
+ * the pipe stays open (Kylin waits for the stream's EOF too).
+ *
+ * Timers. Timeout and grace use uv_timer_t on the proc's loop, not a ql_clock_t: they measure a
+ * real process running in real time, which a virtual clock standing still cannot stop.
+ */
+#ifndef QL_PROC_H
+#define QL_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "storage/ql_error.h"
+
+/* kylin.job.execute-output.max-size */
+#define QL_PROC_DEFAULT_MAX_OUTPUT ((size_t)10485760)
+#define QL_PROC_DEFAULT_GRACE_MS 10000
+/* How long a stopped, SIGKILLed step's pipes may stay open after it exited; see DESIGN. */
+#define QL_PROC_DRAIN_MS 2000
+
+typedef struct ql_proc ql_proc_t;
+
+/* Why a process was stopped; QL_PROC_STOP_NONE when it ended on its own. */
+typedef enum ql_proc_stop_reason {
+    QL_PROC_STOP_NONE = 0,
+    QL_PROC_STOP_PAUSE,
+    QL_PROC_STOP_DISCARD,
+    QL_PROC_STOP_RESTART,
+    QL_PROC_STOP_TIMEOUT,
+    QL_PROC_STOP_SHUTDOWN,
+} ql_proc_stop_reason_t;
+
+/* One environment variable added to (or replacing one of) the server's environment. */
+typedef struct ql_proc_env {
+    const char *key; /* non-empty, no '=' */
+    const char *value;
+} ql_proc_env_t;
+
+/*
+ * What to run. Every pointer is borrowed for the duration of ql_proc_spawn() only: the proc
+ * copies what it keeps. Fill it with ql_proc_spec_init() first, which sets the defaults.
+ */
+typedef struct ql_proc_spec {
+    const char *const *argv;  /* NULL-terminated; argv[0] is the program (searched in PATH of
+                                 the child's environment unless it contains '/'); required */
+    const ql_proc_env_t *env; /* env_count additions to the server's environment; a key given
+                                 twice takes its last value */
+    size_t env_count;
+    const char *cwd;         /* working directory, NULL = the server's */
+    int64_t timeout_ms;      /* 0 = no timeout; on expiry the stop sequence runs */
+    const char *log_path;    /* file receiving all output (appended; parent directories are
+                                created); NULL = no log file */
+    size_t max_output;       /* bytes kept in memory (the tail); default
+                                QL_PROC_DEFAULT_MAX_OUTPUT */
+    int64_t grace_ms;        /* SIGTERM -> SIGKILL delay; default QL_PROC_DEFAULT_GRACE_MS */
+    const char *exec_helper; /* path of the qilin-exec binary; required */
+} ql_proc_spec_t;
+
+/*
+ * How a process ended, passed to the exit callback. It and everything it points to are owned by
+ * the proc and valid until the callback returns, except output: the callback may take it by
+ * copying the pointer and setting result->output to NULL; it then owns it and must free() it.
+ */
+typedef struct ql_proc_result {
+    int64_t exit_status;               /* exit code; meaningful when term_signal == 0 */
+    int term_signal;                   /* signal that ended the process, 0 when it exited */
+    bool timed_out;                    /* the timeout expired (stop_reason is then TIMEOUT) */
+    ql_proc_stop_reason_t stop_reason; /* the first stop requested, or NONE */
+    int exec_errno;                    /* errno of the helper's failed exec of argv[0], 0 when
+                                          exec succeeded */
+    char *output;                      /* NUL-terminated: marker (if truncated) + tail */
+    size_t output_len;                 /* bytes in output, excluding the NUL */
+    uint64_t output_total;             /* bytes the step wrote in all */
+    uint64_t truncated;                /* bytes dropped from the in-memory copy */
+    int log_error;                     /* first error writing the log (UV_E*), 0 if none; the
+                                          log stops at that point, the in-memory copy does not */
+    bool output_incomplete;            /* completed without the pipes' EOF (see DESIGN) */
+    int64_t duration_ms;               /* from spawn to completion */
+    int64_t timeout_ms;                /* the spec's timeout, for messages */
+    char file[256];                    /* argv[0], possibly cut, for messages */
+} ql_proc_result_t;
+
+/*
+ * Called once per proc that spawned successfully. result is borrowed (see ql_proc_result_t).
+ * The callback may call ql_proc_close(), and nothing else ends the proc: it must be closed.
+ */
+typedef void (*ql_proc_exit_cb)(ql_proc_t *proc, ql_proc_result_t *result, void *arg);
+/* Called when the proc's memory is about to be freed; proc is no longer usable. */
+typedef void (*ql_proc_close_cb)(void *arg);
+
+/* Fills spec with zeros and the defaults (max_output, grace_ms). */
+void ql_proc_spec_init(ql_proc_spec_t *spec);
+
+/*
+ * Spawns spec's argv through spec->exec_helper on loop (borrowed; it must outlive the proc) and
+ * stores a new proc in *out. The proc is owned by the library and freed after ql_proc_close()'s
+ * callback. arg is passed to the callbacks as it is.
+ *
+ * Returns 0, or a negative code with *out untouched: UV_EINVAL for a bad spec, the UV_E* code of
+ * a failed log open or of uv_spawn() (e.g. UV_ENOENT for a missing helper or cwd). err (may be
+ * NULL) then names what failed. If a call returns an error its callback never runs and there is
+ * nothing to close; the loop must still run once for the library to release its handles.
+ *
+ * A step whose argv[0] is not found is NOT a spawn error: the helper exits 127 and the result
+ * carries exec_errno == ENOENT.
+ */
+int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb exit_cb, void *arg,
+                  ql_proc_t **out, ql_err_t *err);
+
+/* The step's pid (the helper's, which becomes the step's at exec); valid after spawn. */
+pid_t ql_proc_pid(const ql_proc_t *proc);
+/* The step's process group id (== its pid: the step leads a new session). */
+pid_t ql_proc_pgid(const ql_proc_t *proc);
+
+/*
+ * Stops the step: SIGTERM to its whole process group now, SIGKILL to the group after grace_ms
+ * unless it completed by then. The exit callback still runs, with reason in the result. The
+ * first reason stands: stopping an already stopping proc returns 0 and changes nothing.
+ * Returns UV_EINVAL for QL_PROC_STOP_NONE or an unknown reason, UV_ESRCH once the proc completed.
+ */
+int ql_proc_stop(ql_proc_t *proc, ql_proc_stop_reason_t reason);
+
+/*
+ * Releases the proc; close_cb (may be NULL) runs with the spawn's arg once the memory is about
+ * to be freed. Closing a proc that has not completed SIGKILLs its process group, waits (on the
+ * loop) for the process to exit so that it is reaped, and never runs the exit callback. Call it
+ * exactly once per spawned proc, from the exit callback or later.
+ */
+void ql_proc_close(ql_proc_t *proc, ql_proc_close_cb close_cb);
+
+/*
+ * Startup recovery: SIGKILLs the process group pgid recorded by a server that crashed. Returns 0
+ * also when the group no longer exists (ESRCH), UV_EINVAL for pgid <= 1 or the caller's own
+ * group (kill(-1) would hit every process), or the UV_E* code of kill(). Thread-safe.
+ *
+ * A group id is a pid: once the whole recorded group is gone the number may be reused, and a new
+ * process that happens to lead a group with that id would be killed. The window is small
+ * (recovery runs right after startup) but real; the caller should not keep pgids longer.
+ */
+int ql_proc_kill_group(pid_t pgid);
+
+typedef enum ql_proc_outcome {
+    QL_PROC_SUCCEED = 0,
+    QL_PROC_WARNING,
+    QL_PROC_ERROR,
+} ql_proc_outcome_t;
+
+typedef struct ql_proc_verdict {
+    ql_proc_outcome_t outcome;
+    char msg[320]; /* why it is not SUCCEED, e.g. "exit code 3"; empty on SUCCEED */
+} ql_proc_verdict_t;
+
+/*
+ * Maps a result to a step outcome: exit code 0 -> SUCCEED, warning_exit_code (-1 = none) ->
+ * WARNING, anything else -> ERROR. A failed exec ("command not found: foo"), a timeout
+ * ("timed out after 5000 ms"), a stop ("stopped (PAUSE)") and a signal ("killed by signal 9
+ * (SIGKILL)") are ERROR whatever the exit code, checked in that order. Both pointers are
+ * borrowed for the call. Returns 0 or UV_EINVAL. Thread-safe.
+ */
+int ql_proc_classify(const ql_proc_result_t *result, int warning_exit_code, ql_proc_verdict_t *out);
+
+/* "NONE", "PAUSE", "DISCARD", "RESTART", "TIMEOUT", "SHUTDOWN" (static), "?" otherwise. */
+const char *ql_proc_stop_reason_name(ql_proc_stop_reason_t reason);
+
+#endif

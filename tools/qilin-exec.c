@@ -1,0 +1,143 @@
+/*
+ * qilin-exec: the exec helper every shell step is started through.
+ *
+ * Usage: qilin-exec --parent-pid PID [--status-fd FD] -- FILE [ARG...]
+ *
+ * DESIGN. libuv 1.44's uv_spawn() forks and execs in one call and offers no hook that runs in
+ * the child before exec, so the settings a step needs in its own process are made here, in a
+ * process that then replaces itself with the step:
+ *   1. prctl(PR_SET_PDEATHSIG, SIGKILL), so the step dies with the server instead of running on
+ *      as an orphan. The setting survives execve() (it is cleared only for set-user-ID programs).
+ *      Linux sends the signal when the parent *thread* exits, not the parent process: Qilin
+ *      spawns on the loop thread, which lives exactly as long as the server, so the two are the
+ *      same here. Spawning from a short-lived thread would kill steps when that thread ends.
+ *   2. getppid() must still be PID. If the server died between fork() and the prctl() above,
+ *      the signal was never armed and the child has already been reparented; it exits at once.
+ *   3. Every fd above 2 is made close-on-exec, so the step inherits only stdin, stdout and
+ *      stderr: not the server's sockets, store file or pipes that someone left inheritable (a
+ *      step's orphans would otherwise keep a listening port or a pipe's write end open).
+ *   4. execvp(FILE, [FILE, ARG...]): argv is passed as it is, never through a shell, so `;`,
+ *      `$(...)`, backticks and quotes reach the step verbatim. (glibc's execvp runs a script
+ *      without a "#!" line with /bin/sh, as POSIX asks; the arguments are still not re-parsed.)
+ * The process group and session are already set by uv_spawn (UV_PROCESS_DETACHED calls
+ * setsid(), so the group id is the pid the server got back): no pgid file is needed.
+ *
+ * PDEATHSIG covers the step process itself, not the children it forks (the setting is cleared
+ * in a forked child); the server records the process group so that startup recovery can kill
+ * whatever of the group is left (ql_proc_kill_group()).
+ *
+ * When exec fails the errno goes, as a decimal line, to the status fd (if given; it is made
+ * close-on-exec with the rest, so the server reads EOF without data when exec succeeds), a message
+ * goes to stderr, and the exit code is 127 when the command was not found, 126 when it was found
+ * but could not be executed (the shell conventions). Usage errors exit with 125.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+enum {
+    QL_EXEC_EXIT_USAGE = 125,
+    QL_EXEC_EXIT_NOEXEC = 126,
+    QL_EXEC_EXIT_NOTFOUND = 127,
+};
+
+static int usage(const char *msg) {
+    fprintf(
+        stderr,
+        "qilin-exec: %s\nusage: qilin-exec --parent-pid PID [--status-fd FD] -- FILE [ARG...]\n",
+        msg);
+    return QL_EXEC_EXIT_USAGE;
+}
+
+/* Parses a positive decimal int; returns -1 when s is not one. */
+static long parse_positive(const char *s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v <= 0 || v > 0x7fffffff)
+        return -1;
+    return v;
+}
+
+/* Marks every fd above 2 close-on-exec (the status fd included, which is what it needs). */
+static void cloexec_above_stderr(void) {
+    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+        return;
+    /* Kernels before 5.11 lack CLOSE_RANGE_CLOEXEC: walk the fd table instead. */
+    struct rlimit rl;
+    long max = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        max = (long)rl.rlim_cur;
+    if (max > (1L << 20))
+        max = 1L << 20;
+    for (long fd = 3; fd < max; fd++)
+        fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+}
+
+int main(int argc, char **argv) {
+    long parent = -1;
+    long status_fd = -1;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (i + 1 >= argc)
+            return usage("missing option value");
+        if (strcmp(argv[i], "--parent-pid") == 0) {
+            parent = parse_positive(argv[++i]);
+            if (parent < 0)
+                return usage("--parent-pid needs a positive pid");
+        } else if (strcmp(argv[i], "--status-fd") == 0) {
+            status_fd = parse_positive(argv[++i]);
+            if (status_fd < 0)
+                return usage("--status-fd needs a positive fd");
+        } else {
+            return usage("unknown option");
+        }
+    }
+    if (parent < 0)
+        return usage("--parent-pid is required");
+    if (i >= argc || argv[i][0] == '\0')
+        return usage("no command after --");
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        fprintf(stderr, "qilin-exec: prctl(PR_SET_PDEATHSIG): %s\n", strerror(errno));
+        return QL_EXEC_EXIT_USAGE;
+    }
+    /* Nobody is left to read a message: the server is gone. */
+    if (getppid() != (pid_t)parent)
+        _exit(QL_EXEC_EXIT_USAGE);
+
+    if (status_fd >= 0 && fcntl((int)status_fd, F_GETFD) < 0) {
+        fprintf(stderr, "qilin-exec: status fd %ld: %s\n", status_fd, strerror(errno));
+        return QL_EXEC_EXIT_USAGE;
+    }
+    cloexec_above_stderr();
+
+    execvp(argv[i], &argv[i]);
+
+    int err = errno;
+    if (status_fd >= 0) {
+        char line[32];
+        int n = snprintf(line, sizeof line, "%d\n", err);
+        /* Best effort: the exit code and the message below still tell what happened. */
+        ssize_t w;
+        do
+            w = write((int)status_fd, line, (size_t)n);
+        while (w < 0 && errno == EINTR);
+    }
+    if (err == ENOENT) {
+        fprintf(stderr, "qilin-exec: command not found: %s\n", argv[i]);
+        return QL_EXEC_EXIT_NOTFOUND;
+    }
+    fprintf(stderr, "qilin-exec: cannot execute %s: %s\n", argv[i], strerror(err));
+    return QL_EXEC_EXIT_NOEXEC;
+}
