@@ -1,0 +1,550 @@
+/*
+ * The job engine lock (cluster.md, DefaultScheduler; spec/jobs.md, Job lock): two job servers
+ * on one data directory. Server A is a node in a process of its own (tests/scheduler/
+ * node_driver.c, spawned on this test's loop); server B is a node in this process. LMDB must
+ * not be opened twice by one process, which is why A is a separate process.
+ *
+ * B starts while A holds the lock: it does not schedule, it says who holds the lock (A's pid),
+ * and a job submitted through B is run by A (the step prints its parent's pid: A's). When A
+ * stops (gracefully, or killed) the kernel releases its flock and B takes over within its
+ * standby poll (1 s): it runs recovery first, then the READY jobs.
+ *
+ * Waits are conditions with deadlines on the loop (UV_RUN_ONCE with a 5 ms tick).
+ */
+#include "scheduler/ql_node.h"
+#include "scheduler/ql_submit.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#define DRIVER QL_BUILD_DIR "/tests/node_driver"
+#define HELPER QL_BUILD_DIR "/tools/qilin-exec"
+#define DEADLINE_MS 10000
+#define DAY 86400000LL
+#define BASE 1788220800000LL /* 2026-09-01T00:00:00Z */
+
+/* INC_BUILD prints the pid of the server that runs it (the step's parent). A model with
+ * job_template `marker` sleeps 30 s on its first try and succeeds on later ones. */
+static const char TEMPLATES[] =
+    "templates:\n"
+    "  INC_BUILD:\n"
+    "    steps:\n"
+    "      - {name: who, kind: shell, argv: [/bin/sh, -c, 'echo ppid=$PPID']}\n"
+    "template_sets:\n"
+    "  marker:\n"
+    "    INC_BUILD:\n"
+    "      steps:\n"
+    "        - name: long\n"
+    "          kind: shell\n"
+    "          argv: [/bin/sh, -c, 'if [ -f marker ]; then echo ppid=$PPID; exit 0; fi; "
+    "touch marker; sleep 30']\n"
+    "          cwd: @DIR@\n";
+
+typedef struct proc_a {
+    uv_process_t proc;
+    uv_pipe_t out;
+    char buf[4096];
+    size_t len;
+    bool master;
+    bool exited;
+    int64_t exit_status;
+    int term_signal;
+    int closes;
+} proc_a_t;
+
+static struct {
+    char dir[64];
+    char data[128];
+    char templates[128];
+    uv_loop_t loop;
+    uv_timer_t tick;
+    ql_log_t log;
+    char log_lines[64][512];
+    int n_log_lines;
+    ql_config_t *cfg;
+    ql_node_t *b;
+    bool b_stopped;
+    proc_a_t a;
+    ql_id_t model, marker_model;
+} w;
+
+static int64_t mono_ms(void) {
+    return (int64_t)(uv_hrtime() / 1000000);
+}
+
+static void tick_cb(uv_timer_t *t) {
+    (void)t;
+}
+
+typedef bool (*cond_fn)(const void *arg);
+
+static bool drive_until(cond_fn cond, const void *arg, int64_t ms) {
+    int64_t end = mono_ms() + ms;
+    while (!cond(arg)) {
+        if (mono_ms() >= end)
+            return false;
+        uv_run(&w.loop, UV_RUN_ONCE);
+    }
+    return true;
+}
+
+static void drive_for(int64_t ms) {
+    int64_t end = mono_ms() + ms;
+    while (mono_ms() < end)
+        uv_run(&w.loop, UV_RUN_ONCE);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* B's log lines, kept to check what B did and in which order. */
+static void log_sink(void *arg, ql_log_level_t level, const char *line) {
+    (void)arg;
+    (void)level;
+    if (w.n_log_lines < 64)
+        snprintf(w.log_lines[w.n_log_lines++], sizeof w.log_lines[0], "%s", line);
+}
+
+static int log_index(const char *needle) {
+    for (int i = 0; i < w.n_log_lines; i++)
+        if (strstr(w.log_lines[i], needle))
+            return i;
+    return -1;
+}
+
+/* ---- server A ---- */
+
+static void a_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+    (void)h;
+    (void)hint;
+    buf->base = w.a.buf + w.a.len;
+    buf->len = sizeof w.a.buf - w.a.len - 1;
+}
+
+static void a_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+    (void)s;
+    (void)buf;
+    if (n <= 0)
+        return;
+    w.a.len += (size_t)n;
+    w.a.buf[w.a.len] = '\0';
+    char *nl;
+    while ((nl = strchr(w.a.buf, '\n'))) {
+        *nl = '\0';
+        if (strcmp(w.a.buf, "MASTER") == 0)
+            w.a.master = true;
+        size_t used = (size_t)(nl + 1 - w.a.buf);
+        memmove(w.a.buf, nl + 1, w.a.len - used + 1);
+        w.a.len -= used;
+    }
+}
+
+static void a_closed(uv_handle_t *h) {
+    (void)h;
+    w.a.closes++;
+}
+
+static void a_exit(uv_process_t *p, int64_t status, int sig) {
+    w.a.exited = true;
+    w.a.exit_status = status;
+    w.a.term_signal = sig;
+    uv_close((uv_handle_t *)p, a_closed);
+}
+
+static bool cond_a_master(const void *arg) {
+    (void)arg;
+    return w.a.master;
+}
+
+static bool cond_a_gone(const void *arg) {
+    (void)arg;
+    return w.a.exited && w.a.closes >= 1;
+}
+
+static bool cond_a_closed(const void *arg) {
+    (void)arg;
+    return w.a.closes == 2;
+}
+
+static void start_a(void) {
+    memset(&w.a, 0, sizeof w.a);
+    uv_pipe_init(&w.loop, &w.a.out, 0);
+    char err_path[160];
+    snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
+    int err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    cr_assert_geq(err_fd, 0);
+    uv_stdio_container_t io[3] = {
+        {.flags = UV_IGNORE},
+        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w.a.out},
+        {.flags = UV_INHERIT_FD, .data.fd = err_fd},
+    };
+    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
+                    w.templates, "--poll-seconds", "1",    NULL};
+    uv_process_options_t o = {
+        .file = DRIVER, .args = args, .exit_cb = a_exit, .stdio = io, .stdio_count = 3};
+    cr_assert_eq(uv_spawn(&w.loop, &w.a.proc, &o), 0);
+    close(err_fd);
+    uv_read_start((uv_stream_t *)&w.a.out, a_alloc, a_read);
+    cr_assert(drive_until(cond_a_master, NULL, DEADLINE_MS), "server A never took the lock");
+}
+
+static void stop_a(int sig) {
+    cr_assert_eq(uv_process_kill(&w.a.proc, sig), 0);
+    cr_assert(drive_until(cond_a_gone, NULL, DEADLINE_MS), "server A did not exit");
+    uv_close((uv_handle_t *)&w.a.out, a_closed);
+    cr_assert(drive_until(cond_a_closed, NULL, DEADLINE_MS));
+}
+
+/* ---- server B ---- */
+
+static void start_b(void) {
+    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    ql_err_t err = {0};
+    char arg[512];
+    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
+    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
+    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", w.templates);
+    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0);
+    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.step.kill-grace-ms=300", &err), 0);
+    ql_log_init(&w.log, QL_LOG_INFO);
+    w.log.sink = log_sink;
+    ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
+    cr_assert_eq(ql_node_start(&no, &w.b, &err), 0, "%s", err.msg);
+}
+
+static ql_id_t find_model(const char *name) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    ql_model_t m;
+    cr_assert_eq(ql_model_find(t, "p", name, 0, &m), 0);
+    ql_id_t id = m.id;
+    ql_model_free(&m);
+    ql_txn_abort(t);
+    return id;
+}
+
+static void create_marker_model(void) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), true, &t), 0);
+    ql_model_t m = {0};
+    snprintf(m.name, sizeof m.name, "marker_m");
+    snprintf(m.project, sizeof m.project, "p");
+    m.partitioned = true;
+    snprintf(m.partition_column, sizeof m.partition_column, "dt");
+    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
+    snprintf(m.job_template, sizeof m.job_template, "marker");
+    ql_err_t err = {0};
+    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    w.marker_model = m.id;
+}
+
+static bool cond_model_exists(const void *arg) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    ql_model_t m;
+    int rc = ql_model_find(t, "p", arg, 0, &m);
+    if (rc == 0)
+        ql_model_free(&m);
+    ql_txn_abort(t);
+    return rc == 0;
+}
+
+static void setup(void) {
+    memset(&w, 0, sizeof w);
+    cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
+    snprintf(w.dir, sizeof w.dir, "/tmp/ql_lock_XXXXXX");
+    cr_assert_not_null(mkdtemp(w.dir));
+    snprintf(w.data, sizeof w.data, "%s/data", w.dir);
+    snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
+    FILE *f = fopen(w.templates, "w");
+    cr_assert_not_null(f);
+    for (const char *p = TEMPLATES; *p; p++) {
+        if (strncmp(p, "@DIR@", 5) == 0) {
+            fputs(w.dir, f);
+            p += 4;
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fclose(f);
+    cr_assert_eq(uv_loop_init(&w.loop), 0);
+    uv_timer_init(&w.loop, &w.tick);
+    uv_timer_start(&w.tick, tick_cb, 5, 5);
+
+    start_a();
+    start_b();
+    /* A creates project p and model m as soon as it runs. */
+    cr_assert(drive_until(cond_model_exists, "m", DEADLINE_MS));
+    w.model = find_model("m");
+}
+
+static void b_stopped(void *arg) {
+    (void)arg;
+    w.b_stopped = true;
+}
+
+static bool cond_b_stopped(const void *arg) {
+    (void)arg;
+    return w.b_stopped;
+}
+
+static void teardown(void) {
+    if (w.b) {
+        ql_node_stop(w.b, b_stopped, NULL);
+        cr_assert(drive_until(cond_b_stopped, NULL, DEADLINE_MS));
+    }
+    if (!w.a.exited) {
+        uv_process_kill(&w.a.proc, SIGKILL);
+        drive_until(cond_a_gone, NULL, DEADLINE_MS);
+    }
+    if (!uv_is_closing((uv_handle_t *)&w.a.out))
+        uv_close((uv_handle_t *)&w.a.out, NULL);
+    uv_close((uv_handle_t *)&w.tick, NULL);
+    uv_run(&w.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
+    ql_config_free(w.cfg);
+    nftw(w.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- jobs ---- */
+
+typedef struct sub {
+    ql_submit_op_t op;
+    bool done;
+    int status;
+} sub_t;
+
+static void sub_done(void *arg, int status, const ql_err_t *err) {
+    (void)err;
+    sub_t *s = arg;
+    s->done = true;
+    s->status = status;
+    ql_node_kick(w.b); /* a no-op while B is a standby */
+}
+
+static bool cond_sub(const void *arg) {
+    return ((const sub_t *)arg)->done;
+}
+
+/* Submits a build through B (any server may take submissions) and waits for the answer. */
+static ql_id_t submit_b(const ql_id_t *model, int day) {
+    sub_t s = {.op = {.kind = QL_SUBMIT_BUILD,
+                      .templates = ql_node_templates(w.b),
+                      .model = *model,
+                      .start = BASE + day * DAY,
+                      .end = BASE + (day + 1) * DAY,
+                      .priority = 3,
+                      .submitter = "ADMIN",
+                      .now = BASE + day}};
+    cr_assert_eq(ql_writer_submit(ql_node_writer(w.b), ql_submit_fn, &s.op, sub_done), 0);
+    cr_assert(drive_until(cond_sub, &s, DEADLINE_MS));
+    cr_assert_eq(s.status, 0);
+    return s.op.job;
+}
+
+static ql_job_t get_job(const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
+    ql_txn_abort(t);
+    return j;
+}
+
+static ql_step_t get_step(const ql_id_t *id, uint32_t seq) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    ql_step_t s;
+    cr_assert_eq(ql_step_get(t, id, seq, &s), 0);
+    ql_txn_abort(t);
+    return s;
+}
+
+static bool cond_succeed(const void *arg) {
+    ql_job_t j = get_job(arg);
+    bool ok = j.state == QL_SUCCEED;
+    ql_job_free(&j);
+    return ok;
+}
+
+static char *output(const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    char *out = NULL;
+    size_t len;
+    cr_assert_eq(ql_output_get(t, id, 0, &out, &len), 0);
+    ql_txn_abort(t);
+    return out;
+}
+
+static void assert_ran_on(const ql_id_t *job, long pid) {
+    char *o = output(job), want[64];
+    snprintf(want, sizeof want, "ppid=%ld\n", pid);
+    cr_assert_str_eq(o, want, "the job ran on the wrong server");
+    free(o);
+}
+
+static uint64_t epoch(void) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
+    uint64_t e = 0;
+    cr_assert_eq(ql_meta_get_u64(t, "job_engine_epoch", &e), 0);
+    ql_txn_abort(t);
+    return e;
+}
+
+static bool cond_b_master(const void *arg) {
+    (void)arg;
+    return ql_node_is_master(w.b);
+}
+
+static bool cond_marker(const void *arg) {
+    (void)arg;
+    char p[128];
+    snprintf(p, sizeof p, "%s/marker", w.dir);
+    return access(p, F_OK) == 0;
+}
+
+typedef struct {
+    ql_id_t job;
+    int pgid;
+} pgid_wait_t;
+
+static bool cond_pgid(const void *arg) {
+    pgid_wait_t *p = (pgid_wait_t *)arg;
+    ql_step_t s = get_step(&p->job, 0);
+    if (s.state == QL_RUNNING && s.pgid > 0)
+        p->pgid = s.pgid;
+    ql_step_free(&s);
+    return p->pgid > 0;
+}
+
+/* True when no live (non-zombie) process is in group pgid (see test_sched.c). */
+static bool group_gone(int pgid) {
+    if (kill(-pgid, 0) == -1 && errno == ESRCH)
+        return true;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return false;
+    bool alive = false;
+    struct dirent *e;
+    while (!alive && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        char state;
+        int ppid, pgrp;
+        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+            state != 'Z')
+            alive = true;
+    }
+    closedir(d);
+    return !alive;
+}
+
+static bool cond_group_gone(const void *arg) {
+    return group_gone(*(const int *)arg);
+}
+
+/* ---- tests ---- */
+
+Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, .init = setup,
+     .fini = teardown) {
+    long a_pid = (long)w.a.proc.pid;
+    cr_assert_not(ql_node_is_master(w.b), "B must not schedule while A holds the lock");
+    cr_assert_null(ql_node_sched(w.b));
+    cr_assert_null(ql_node_dispatcher(w.b));
+    char want[64];
+    snprintf(want, sizeof want, "pid %ld ", a_pid);
+    cr_assert_not_null(strstr(ql_node_lock_holder(w.b), want), "holder '%s' should name %s",
+                       ql_node_lock_holder(w.b), want);
+    cr_assert_geq(log_index("standby: the job engine lock is held by pid"), 0,
+                  "B logs who holds the lock");
+    uint64_t a_epoch = epoch();
+
+    /* A job submitted through B is run by A (its poll finds it: B cannot kick A). */
+    ql_id_t j1 = submit_b(&w.model, 0);
+    cr_assert(drive_until(cond_succeed, &j1, DEADLINE_MS), "A did not run the job");
+    assert_ran_on(&j1, a_pid);
+    ql_job_t j = get_job(&j1);
+    cr_assert_eq(j.fence, a_epoch, "A moved it under its fencing epoch");
+    ql_job_free(&j);
+    drive_for(1200); /* a standby poll or more: B still stands by */
+    cr_assert_not(ql_node_is_master(w.b));
+
+    /* A stops gracefully; a job submitted meanwhile waits READY for the next master. */
+    stop_a(SIGTERM);
+    cr_assert(w.a.exited && w.a.exit_status == 0 && w.a.term_signal == 0,
+              "A did not stop cleanly (status %lld, signal %d)", (long long)w.a.exit_status,
+              w.a.term_signal);
+    int64_t t0 = mono_ms();
+    ql_id_t j2 = submit_b(&w.model, 1);
+    cr_assert(drive_until(cond_b_master, NULL, 3000), "B did not take over within 3 s");
+    int64_t took = mono_ms() - t0;
+    cr_assert_lt(took, 2500, "takeover took %lld ms", (long long)took);
+    cr_assert_not_null(ql_node_sched(w.b));
+    cr_assert_str_eq(ql_node_lock_holder(w.b), "");
+    cr_assert(drive_until(cond_succeed, &j2, DEADLINE_MS), "B did not run the READY job");
+    assert_ran_on(&j2, (long)getpid());
+    j = get_job(&j2);
+    cr_assert_eq(j.fence, a_epoch + 1, "a new holding raises the fencing epoch");
+    ql_job_free(&j);
+}
+
+Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup, .fini = teardown) {
+    long a_pid = (long)w.a.proc.pid;
+    create_marker_model();
+    ql_id_t job = submit_b(&w.marker_model, 0);
+    pgid_wait_t pw = {job, 0};
+    cr_assert(drive_until(cond_pgid, &pw, DEADLINE_MS), "A never started the step");
+    cr_assert(drive_until(cond_marker, NULL, DEADLINE_MS), "the step never touched its marker");
+    cr_assert_not(ql_node_is_master(w.b));
+
+    /* A dies with its job RUNNING: the kernel releases the lock, B takes over. */
+    stop_a(SIGKILL);
+    cr_assert_eq(w.a.term_signal, SIGKILL);
+    cr_assert(drive_until(cond_b_master, NULL, 3000), "B did not take over within 3 s");
+    cr_assert(drive_until(cond_succeed, &job, DEADLINE_MS), "B did not finish the job");
+    assert_ran_on(&job, (long)getpid());
+    ql_step_t s = get_step(&job, 0);
+    cr_assert_eq(s.attempts, 2, "the interrupted try and B's");
+    ql_step_free(&s);
+    cr_assert(drive_until(cond_group_gone, &pw.pgid, DEADLINE_MS),
+              "the process group %d of A's try survives", pw.pgid);
+
+    /* Recovery ran before B scheduled anything. */
+    int rec = log_index("recovered interrupted jobs count=1");
+    int killed = log_index("killed the process group of an interrupted step");
+    int sched = log_index("scheduling: holding the job engine lock");
+    int picked = log_index("READY -> PENDING -> RUNNING");
+    cr_assert_geq(rec, 0, "B logged its recovery");
+    cr_assert_geq(killed, 0, "B killed what was left of A's step");
+    cr_assert_geq(picked, 0);
+    cr_assert_lt(rec, picked, "recovery comes before the first pick");
+    cr_assert_lt(rec, sched);
+    (void)a_pid;
+}
