@@ -31,39 +31,42 @@ typedef struct combo {
     char msg[160];
 } combo_t;
 
+/* The fields every scan reads come first, so a warm scan touches one cache line per model. */
 typedef struct mentry {
     ql_id_t id;
-    char name[QL_NAME_MAX + 1];
     uint32_t project;
     ql_skip_reason_t skip; /* static eligibility (project_disabled included) */
-    char skip_msg[200];
     uint32_t combo;
     uint32_t decision;
+    char name[QL_NAME_MAX + 1];
+    char skip_msg[200];
 } mentry_t;
 
 typedef struct pentry {
     char name[QL_NAME_MAX + 1];
 } pentry_t;
 
-/* What the dispatcher remembers per model; the public ql_decision_t is filled from it. */
+/* What the dispatcher remembers per model; the public ql_decision_t is filled from it. What
+ * every scan writes and compares comes first; the related segments, written only when a model
+ * is evaluated from the store, last. */
 typedef struct drec {
     ql_id_t model;
     ql_cycle_state_t state;
     ql_skip_reason_t reason;
     int64_t occurrence, start, end;
-    ql_id_t related[QL_DECISION_MAX_RELATED];
-    uint32_t n_related;
-    ql_id_t job;
     int64_t evaluated_at;
-    bool from_cache;
     char *msg;
+    uint32_t n_related;
     uint32_t mentry; /* index in the model list it was last seen at, or UINT32_MAX */
+    bool from_cache;
     /* log suppression */
+    bool failure_logged;
     ql_cycle_state_t logged_state;
     int64_t logged_occurrence, logged_start, logged_end;
-    bool failure_logged;
     int64_t warned_day;
     ql_skip_reason_t warned_reason;
+    ql_id_t job;
+    ql_id_t related[QL_DECISION_MAX_RELATED];
 } drec_t;
 
 typedef struct pending {

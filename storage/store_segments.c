@@ -130,13 +130,13 @@ static bool same_prefix(const MDB_val *k, const uint8_t *prefix) {
     return k->mv_size == SEG_KEY_LEN && memcmp(k->mv_data, prefix, 17) == 0;
 }
 
-/* Calls cb for the segments of one layer that overlap [start, end), in start order. */
-static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_t start,
-                      int64_t end, ql_segment_cb cb, void *arg) {
-    MDB_cursor *c;
-    int rc = ql_db_cursor(txn, DB_SEGMENTS, &c);
-    if (rc)
-        return rc;
+/*
+ * Calls cb for the segments of one layer that overlap [start, end), in start order, moving
+ * cursor c (wherever it was: a cursor already near the key makes LMDB's seek cheap, which is why
+ * the overlap query walks both layers with one cursor).
+ */
+static int layer_walk(MDB_cursor *c, ql_txn_t *txn, const ql_id_t *model, uint8_t layer,
+                      int64_t start, int64_t end, ql_segment_cb cb, void *arg) {
     uint8_t k0[SEG_KEY_LEN];
     static const ql_id_t zero;
     /* Layer 0 is disjoint: start the walk at the segment before `start`, which is the only one
@@ -144,7 +144,13 @@ static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_
     seg_key(k0, model, layer, layer == 0 ? start : INT64_MIN, &zero);
     MDB_val k = ql_val(k0, SEG_KEY_LEN), v;
     int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    if (layer == 0) {
+    /* When a layer-0 segment begins exactly at `start`, the one before it ends at or before
+     * `start` (the layer is disjoint), so there is nothing to step back to. This is the common
+     * case of the dispatcher's query (a target that a segment starts at) and saves a step and a
+     * decode per query. */
+    bool at_start =
+        mrc == 0 && same_prefix(&k, k0) && ql_get_key_i64((const uint8_t *)k.mv_data + 17) == start;
+    if (layer == 0 && !at_start) {
         MDB_val pk, pv;
         int prc = mrc == 0 ? mdb_cursor_get(c, &pk, &pv, MDB_PREV)
                            : mdb_cursor_get(c, &pk, &pv, MDB_LAST);
@@ -158,7 +164,7 @@ static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_
             mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
         }
     }
-    rc = 0;
+    int rc = 0;
     while (mrc == 0 && same_prefix(&k, k0)) {
         int64_t s_start = ql_get_key_i64((const uint8_t *)k.mv_data + 17);
         if (s_start >= end)
@@ -173,6 +179,17 @@ static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_
         }
         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
     }
+    return rc;
+}
+
+/* layer_walk with a cursor of its own. */
+static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_t start,
+                      int64_t end, ql_segment_cb cb, void *arg) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_SEGMENTS, &c);
+    if (rc)
+        return rc;
+    rc = layer_walk(c, txn, model, layer, start, end, cb, arg);
     mdb_cursor_close(c);
     return rc;
 }
@@ -181,9 +198,16 @@ int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t 
                                    ql_segment_cb cb, void *arg) {
     if (start >= end)
         return 0;
-    int rc = layer_scan(txn, model, 0, start, end, cb, arg);
+    /* One cursor for both layers: layer 1's keys of the model follow its layer-0 keys, so the
+     * second seek usually lands on the page the first walk ended on. */
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_SEGMENTS, &c);
+    if (rc)
+        return rc;
+    rc = layer_walk(c, txn, model, 0, start, end, cb, arg);
     if (rc == 0)
-        rc = layer_scan(txn, model, 1, start, end, cb, arg);
+        rc = layer_walk(c, txn, model, 1, start, end, cb, arg);
+    mdb_cursor_close(c);
     return rc > 0 ? 0 : rc;
 }
 
