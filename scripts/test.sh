@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs what is missing, checks the
+# formatting, builds and runs every test twice (a normal build, then AddressSanitizer +
+# UndefinedBehaviorSanitizer with -fno-sanitize-recover=all), then runs the fuzzers for a short,
+# bounded time. Exits non-zero on the first failure.
+#
+#   bash scripts/test.sh            everything
+#   QL_TEST_QUICK=1 bash scripts/test.sh   the normal build only (for a quick local check)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+bash scripts/setup.sh
+
+jobs=$(nproc)
+step() { printf '\n=== %s\n' "$*"; }
+
+step "format (clang-format, see .clang-format)"
+mapfile -t sources < <(git ls-files '*.c' '*.h' '*.cc' 2>/dev/null || find . -name '*.[ch]' -not -path './build*')
+if ! clang-format --dry-run --Werror "${sources[@]}" 2> build-format.log; then
+    head -40 build-format.log
+    echo "formatting differs: run clang-format -i on the files above" >&2
+    exit 1
+fi
+rm -f build-format.log
+
+step "build (RelWithDebInfo)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake --build build -j"$jobs"
+
+step "tests (normal build)"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
+
+if [ "${QL_TEST_QUICK:-0}" = 1 ]; then
+    exit 0
+fi
+
+step "build (ASan + UBSan)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQL_SANITIZE=ON > /dev/null
+cmake --build build-asan -j"$jobs"
+
+step "tests (ASan + UBSan)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 1800)
+
+step "fuzzers (libFuzzer, bounded runs)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DQL_FUZZ=ON > /dev/null
+cmake --build build-fuzz -j"$jobs"
+(cd build-fuzz && ctest --output-on-failure -R '^fuzz_' --timeout 600)
+
+echo
+echo "all tests passed ($root)"
