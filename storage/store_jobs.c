@@ -145,30 +145,6 @@ int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
     return ql_db_put(txn, DB_JOBS, j->id.b, 16, txn->buf.data, txn->buf.len);
 }
 
-int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg) {
-    MDB_cursor *c;
-    int rc = ql_db_cursor(txn, DB_JOB_STATES, &c);
-    if (rc)
-        return rc;
-    uint8_t first = (uint8_t)state;
-    MDB_val k = ql_val(&first, 1), v;
-    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (mrc == 0 && k.mv_size == STATE_KEY_LEN && ((uint8_t *)k.mv_data)[0] == first) {
-        ql_id_t id;
-        memcpy(id.b, (uint8_t *)k.mv_data + 10, 16);
-        ql_job_t j;
-        if ((rc = ql_job_get(txn, &id, 0, &j)))
-            break;
-        rc = cb(&j, arg);
-        ql_job_free(&j);
-        if (rc)
-            break;
-        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-    }
-    mdb_cursor_close(c);
-    return rc > 0 ? 0 : rc;
-}
-
 int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_STATES, &c);
@@ -187,6 +163,30 @@ int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_c
     }
     mdb_cursor_close(c);
     return rc > 0 ? 0 : rc;
+}
+
+typedef struct {
+    ql_txn_t *txn;
+    ql_job_cb cb;
+    void *arg;
+} decode_walk_t;
+
+static int decode_walk_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    (void)priority;
+    (void)create_time;
+    decode_walk_t *w = arg;
+    ql_job_t j;
+    int rc = ql_job_get(w->txn, id, 0, &j);
+    if (rc)
+        return rc;
+    rc = w->cb(&j, w->arg);
+    ql_job_free(&j);
+    return rc;
+}
+
+int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg) {
+    decode_walk_t w = {.txn = txn, .cb = cb, .arg = arg};
+    return ql_job_foreach_state_ref(txn, state, decode_walk_cb, &w);
 }
 
 int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg) {
