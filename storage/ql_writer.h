@@ -20,6 +20,10 @@
  * - A mutation function runs on the writer thread: it may read and write through the txn it is
  *   given, must not block, and must not touch the owner's state. Its arg is borrowed until its
  *   done callback has run.
+ * - A full map: a mutation that does not fit fails alone with QL_EMAPFULL. When the ones that
+ *   fit leave no room for the commit itself, they are run again in smaller transactions, so a
+ *   mutation function may run more than once (each earlier run's changes discarded): it must
+ *   derive its changes from the transaction and its arg only, and write its outputs anew.
  */
 #ifndef QL_WRITER_H
 #define QL_WRITER_H

@@ -87,7 +87,8 @@ int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
     }
 
     layer0_probe_t probe = {.self = &s->id};
-    if ((rc = layer_scan(txn, &s->model, 0, s->start, s->end, probe_cb, &probe)))
+    /* probe_cb stops the scan with 1 at the first overlap: only a negative value is an error. */
+    if ((rc = layer_scan(txn, &s->model, 0, s->start, s->end, probe_cb, &probe)) < 0)
         return rc;
     s->layer = probe.found ? 1 : 0;
 

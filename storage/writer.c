@@ -71,19 +71,31 @@ static mutation_t *mq_take(mqueue_t *q, size_t max) {
     return head;
 }
 
-/* Runs one batch: every mutation in a nested transaction, one synced commit. */
-static void apply_batch(ql_writer_t *w, mutation_t *batch) {
+/*
+ * Runs ms[0..n) in one write transaction, each in a nested transaction, and commits once
+ * (synced). Returns the number of transactions committed.
+ *
+ * A nested transaction that hits MDB_MAP_FULL is aborted and fails alone: LMDB sets its error
+ * flag on the child only and restores the parent's page state on abort, so the parent goes on.
+ * But the mutations that did fit can fill the map so far that the top-level commit, which needs
+ * a few pages of its own (the free list), fails with MDB_MAP_FULL too. Failing all of them would
+ * refuse work that fits, and the next batch would fill the map and fail the same way. So on a
+ * full map the mutations that had succeeded are run again in two halves, recursively: in the
+ * end a mutation fails with QL_EMAPFULL only if it does not fit after those committed before it.
+ */
+static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
     ql_txn_t *top;
     int rc = ql_txn_begin(w->store, true, &top);
-    size_t n = 0, failed = 0;
-    for (mutation_t *m = batch; m; m = m->next) {
-        n++;
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            ms[i]->status = ql_err_set(&ms[i]->err, rc, "cannot begin a write transaction: %s",
+                                       ql_strerror(rc));
+        return 0;
+    }
+    size_t applied = 0;
+    for (size_t i = 0; i < n; i++) {
+        mutation_t *m = ms[i];
         ql_err_clear(&m->err);
-        if (rc) {
-            m->status =
-                ql_err_set(&m->err, rc, "cannot begin a write transaction: %s", ql_strerror(rc));
-            continue;
-        }
         ql_txn_t *child;
         m->status = ql_txn_begin_nested(top, &child);
         if (m->status) {
@@ -98,22 +110,50 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
                 ql_err_set(&m->err, m->status, "%s", ql_strerror(m->status));
         } else if ((m->status = ql_txn_commit(child))) {
             ql_err_set(&m->err, m->status, "cannot apply the change: %s", ql_strerror(m->status));
+        } else {
+            ms[applied++] = m; /* the failed ones keep their answer and drop out of ms */
         }
     }
-    if (!rc) {
-        rc = ql_txn_commit(top);
-        if (rc) {
-            /* Nothing of this batch is durable: every mutation fails with the commit error. */
-            for (mutation_t *m = batch; m; m = m->next)
-                if (!m->status)
-                    m->status = ql_err_set(&m->err, rc, "cannot commit: %s", ql_strerror(rc));
-        }
+    if (applied == 0) {
+        ql_txn_abort(top); /* nothing to make durable */
+        return 0;
+    }
+    rc = ql_txn_commit(top);
+    if (rc == 0)
+        return 1;
+    if (rc == QL_EMAPFULL && applied > 1) {
+        size_t half = applied / 2;
+        return run_mutations(w, ms, half) + run_mutations(w, ms + half, applied - half);
+    }
+    /* Nothing of these is durable: each fails with the commit error. */
+    for (size_t i = 0; i < applied; i++)
+        ms[i]->status = ql_err_set(&ms[i]->err, rc, "cannot commit: %s", ql_strerror(rc));
+    return 0;
+}
+
+/* Runs one batch (a list): see run_mutations. */
+static void apply_batch(ql_writer_t *w, mutation_t *batch) {
+    size_t n = 0, failed = 0;
+    for (mutation_t *m = batch; m; m = m->next)
+        n++;
+    mutation_t *one[1], **ms = n == 1 ? one : malloc(n * sizeof *ms);
+    uint64_t committed = 0;
+    if (ms) {
+        size_t i = 0;
+        for (mutation_t *m = batch; m; m = m->next)
+            ms[i++] = m;
+        committed = run_mutations(w, ms, n);
+        if (ms != one)
+            free(ms);
+    } else {
+        for (mutation_t *m = batch; m; m = m->next)
+            m->status = ql_err_set(&m->err, UV_ENOMEM, "out of memory");
     }
     for (mutation_t *m = batch; m; m = m->next)
         failed += m->status != 0;
 
     pthread_mutex_lock(&w->lock);
-    w->stats.batches += rc == 0;
+    w->stats.batches += committed;
     w->stats.mutations += n;
     w->stats.failed += failed;
     if (n > w->stats.max_batch)
