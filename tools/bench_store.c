@@ -48,7 +48,7 @@ typedef struct {
 
 typedef struct {
     opts_t o;
-    char root[4096];
+    char root[1024];
 } bench_t;
 
 static int64_t now_ns(void) {
@@ -79,7 +79,7 @@ static void rm_rf(const char *path) {
 }
 
 static double dir_gib(const char *dir) {
-    char file[4200];
+    char file[1200];
     struct stat st;
     snprintf(file, sizeof file, "%s/data.mdb", dir);
     return stat(file, &st) == 0 ? (double)st.st_blocks * 512.0 / (1 << 30) : 0.0;
@@ -191,7 +191,7 @@ static void *submitter_main(void *arg) {
 }
 
 static int phase_txrate(bench_t *b) {
-    char dir[4200];
+    char dir[1100];
     snprintf(dir, sizeof dir, "%s/txrate", b->root);
     ql_store_t *store;
     if (open_store(dir, &store))
@@ -272,7 +272,7 @@ static void print_latency(const char *what, int64_t *lat, uint64_t n, uint64_t h
 }
 
 static int phase_overlap(bench_t *b) {
-    char dir[4200];
+    char dir[1100];
     snprintf(dir, sizeof dir, "%s/segments", b->root);
     ql_store_t *store;
     if (open_store(dir, &store))
@@ -438,7 +438,7 @@ static int open_and_first_read(const char *dir, double *ms, ql_store_t **out) {
 }
 
 static int phase_open(bench_t *b) {
-    char dir[4200];
+    char dir[1100];
     snprintf(dir, sizeof dir, "%s/jobs", b->root);
     ql_store_t *store;
     if (open_store(dir, &store))
@@ -497,7 +497,7 @@ static int phase_open(bench_t *b) {
         return 1;
     ql_store_close(store);
     /* Drop the data file from the page cache (it is clean: every commit was synced). */
-    char file[4300];
+    char file[1200];
     snprintf(file, sizeof file, "%s/data.mdb", dir);
     int fd = open(file, O_RDONLY);
     bool dropped = fd >= 0 && posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0;
@@ -616,7 +616,11 @@ int ql_bench_store_main(int argc, char **argv) {
     int rc = parse(argc, argv, &b.o);
     if (rc)
         return rc == 1 ? 0 : 2;
-    snprintf(b.root, sizeof b.root, "%s/qilin-bench-store-XXXXXX", b.o.parent);
+    if (snprintf(b.root, sizeof b.root, "%s/qilin-bench-store-XXXXXX", b.o.parent) >=
+        (int)sizeof b.root) {
+        fprintf(stderr, "qilin bench store: --dir %s is too long\n", b.o.parent);
+        return 2;
+    }
     if (!mkdtemp(b.root)) {
         fprintf(stderr, "qilin bench store: cannot create a directory under %s: %s\n", b.o.parent,
                 strerror(errno));

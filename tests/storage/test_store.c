@@ -4,6 +4,7 @@
  * Each test runs on a fresh store in a temporary directory.
  */
 #include "storage/storage.h"
+#include "storage/store_int.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -907,5 +908,57 @@ Test(store, fsck_reports_broken_invariants) {
     cr_assert_not_null(strstr(text, "yet a step is RUNNING"), "%s", text);
     cr_assert_eq(r.violations, 5, "%s", text);
     cr_assert_eq(r.warnings, 1, "%s", text);
+    free(text);
+}
+
+/* Index damage, made directly in the tables: fsck names each broken entry. */
+Test(store, fsck_reports_index_damage) {
+    ql_txn_t *t = wtxn();
+    put_project(t, "p");
+    ql_id_t m = put_model(t, "p", "m");
+    ql_segment_t seg = put_seg(t, &m, 0, 100, QL_SEG_READY);
+    ql_job_t j = make_job("p", &m, QL_READY, 2, 1000);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    commit(t);
+
+    ql_fsck_report_t r;
+    cr_assert_eq(ql_store_fsck(store, NULL, &r), 0);
+    cr_assert_eq(r.violations, 0, "clean before the damage");
+
+    t = wtxn();
+    /* The job's fetch-order entry goes missing and a stale one appears. */
+    uint8_t k[64];
+    k[0] = QL_READY;
+    k[1] = 2;
+    ql_put_key_i64(k + 2, 1000);
+    memcpy(k + 10, j.id.b, 16);
+    cr_assert_eq(ql_db_del(t, DB_JOB_STATES, k, 26), 0);
+    k[0] = QL_RUNNING;
+    cr_assert_eq(ql_db_put(t, DB_JOB_STATES, k, 26, "", 0), 0);
+    /* A model name that points nowhere, a segment without its id entry, a wrong counter. */
+    ql_id_t nowhere;
+    ql_store_new_id(store, &nowhere);
+    cr_assert_eq(ql_db_put(t, DB_MODEL_NAMES, "p\0ghost", 7, nowhere.b, 16), 0);
+    cr_assert_eq(ql_db_del(t, DB_SEGMENT_IDS, seg.id.b, 16), 0);
+    uint8_t ck[17] = {'M'};
+    memcpy(ck + 1, "p", 1);
+    cr_assert_eq(ql_count_add(t, ck, 2, 5), 0);
+    /* A step of a job that does not exist. */
+    ql_step_t s = {.job = nowhere, .seq = 0, .state = QL_READY};
+    cr_assert_eq(ql_step_put(t, &s), 0);
+    commit(t);
+
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
+    fclose(out);
+    cr_assert_not_null(strstr(text, "no job_states entry"), "%s", text);
+    cr_assert_not_null(strstr(text, "job_states: stale entry"), "%s", text);
+    cr_assert_not_null(strstr(text, "model_names: stale entry 'p'/'ghost'"), "%s", text);
+    cr_assert_not_null(strstr(text, "no segment_ids entry"), "%s", text);
+    cr_assert_not_null(strstr(text, "has 1 models, its counter says 6"), "%s", text);
+    cr_assert_not_null(strstr(text, "the job does not exist"), "%s", text);
+    cr_assert_eq(r.violations, 6, "%s", text);
     free(text);
 }
