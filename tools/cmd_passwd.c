@@ -92,7 +92,7 @@ static int read_hidden(const char *prompt, char *buf, size_t size) {
     fflush(stderr);
     tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
     int n = read_line(STDIN_FILENO, buf, size);
-    tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+    tcsetattr(STDIN_FILENO, TCSANOW, &old); /* keep what was typed after the line */
     fputc('\n', stderr);
     for (int i = 0; i < 4; i++)
         sigaction(sigs[i], &saved[i], NULL);
