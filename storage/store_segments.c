@@ -131,20 +131,36 @@ static bool same_prefix(const MDB_val *k, const uint8_t *prefix) {
     return k->mv_size == SEG_KEY_LEN && memcmp(k->mv_data, prefix, 17) == 0;
 }
 
+/* How a layer walk left the cursor, for the next layer's walk with the same cursor. */
+typedef enum walk_end {
+    WALK_INSIDE, /* on a key of the layer walked (or stopped early): the next layer must seek */
+    WALK_PAST,   /* on the first key after the model's keys of that layer */
+    WALK_EOF,    /* no key after them */
+} walk_end_t;
+
 /*
  * Calls cb for the segments of one layer that overlap [start, end), in start order, moving
- * cursor c (wherever it was: a cursor already near the key makes LMDB's seek cheap, which is why
- * the overlap query walks both layers with one cursor).
+ * cursor c. from says where the previous layer's walk left c: after layer 0, a cursor that went
+ * past the model's layer-0 keys stands exactly where a seek to its first layer-1 key would land
+ * (keys are model, layer, start, id), so no seek is needed. *how (may be NULL) tells the same
+ * for this walk.
  */
 static int layer_walk(MDB_cursor *c, ql_txn_t *txn, const ql_id_t *model, uint8_t layer,
-                      int64_t start, int64_t end, ql_segment_cb cb, void *arg) {
+                      int64_t start, int64_t end, walk_end_t from, walk_end_t *how,
+                      ql_segment_cb cb, void *arg) {
     uint8_t k0[SEG_KEY_LEN];
     static const ql_id_t zero;
     /* Layer 0 is disjoint: start the walk at the segment before `start`, which is the only one
      * beginning earlier that can still reach into the range. Layer 1 is scanned whole. */
     seg_key(k0, model, layer, layer == 0 ? start : INT64_MIN, &zero);
     MDB_val k = ql_val(k0, SEG_KEY_LEN), v;
-    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    int mrc;
+    if (from == WALK_EOF)
+        mrc = MDB_NOTFOUND;
+    else if (from == WALK_PAST)
+        mrc = mdb_cursor_get(c, &k, &v, MDB_GET_CURRENT);
+    else
+        mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
     /* When a layer-0 segment begins exactly at `start`, the one before it ends at or before
      * `start` (the layer is disjoint), so there is nothing to step back to. This is the common
      * case of the dispatcher's query (a target that a segment starts at) and saves a step and a
@@ -180,6 +196,10 @@ static int layer_walk(MDB_cursor *c, ql_txn_t *txn, const ql_id_t *model, uint8_
         }
         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
     }
+    if (how)
+        *how = rc || (mrc == 0 && same_prefix(&k, k0)) ? WALK_INSIDE
+               : mrc == 0                              ? WALK_PAST
+                                                       : WALK_EOF;
     return rc;
 }
 
@@ -190,7 +210,7 @@ static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_
     int rc = ql_db_cursor(txn, DB_SEGMENTS, &c);
     if (rc)
         return rc;
-    rc = layer_walk(c, txn, model, layer, start, end, cb, arg);
+    rc = layer_walk(c, txn, model, layer, start, end, WALK_INSIDE, NULL, cb, arg);
     mdb_cursor_close(c);
     return rc;
 }
@@ -199,15 +219,16 @@ int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t 
                                    ql_segment_cb cb, void *arg) {
     if (start >= end)
         return 0;
-    /* One cursor for both layers: layer 1's keys of the model follow its layer-0 keys, so the
-     * second seek usually lands on the page the first walk ended on. */
+    /* One cursor for both layers: when the layer-0 walk ran past the model's layer-0 keys (the
+     * dispatcher's query of its latest target does), layer 1 needs no seek of its own. */
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_SEGMENTS, &c);
     if (rc)
         return rc;
-    rc = layer_walk(c, txn, model, 0, start, end, cb, arg);
+    walk_end_t how;
+    rc = layer_walk(c, txn, model, 0, start, end, WALK_INSIDE, &how, cb, arg);
     if (rc == 0)
-        rc = layer_walk(c, txn, model, 1, start, end, cb, arg);
+        rc = layer_walk(c, txn, model, 1, start, end, how, NULL, cb, arg);
     mdb_cursor_close(c);
     return rc > 0 ? 0 : rc;
 }

@@ -64,6 +64,7 @@ typedef struct {
     const char *store_dir; /* --store: build there only if missing, never remove */
     bool keep;
     uint64_t projects, models_per_project, segs;
+    uint64_t map_gib; /* LMDB map size; valgrind cannot reserve the default 1 TiB */
     int scans;
     bool table, main_run;
     uint64_t max_segments;
@@ -146,8 +147,8 @@ static int fail(const char *what, int rc, const char *msg) {
     return rc ? rc : 1;
 }
 
-static int open_store(const char *path, ql_store_t **out) {
-    ql_store_opts_t o = {.path = path, .map_size = 1ull << 40};
+static int open_store(const char *path, uint64_t map_gib, ql_store_t **out) {
+    ql_store_opts_t o = {.path = path, .map_size = map_gib << 30};
     ql_err_t err = {0};
     int rc = ql_store_open(&o, out, &err);
     return rc ? fail("open", rc, err.msg) : 0;
@@ -207,7 +208,7 @@ static int build_store(const char *dir, const opts_t *o, result_t *res) {
             rc = combo_bounds(zones[z], (int)c, fmt, s, &bounds[(z * N_CONFIGS + c) * (s + 1)]);
     ql_datefmt_free(fmt);
     ql_store_t *store = NULL;
-    if (rc || (rc = open_store(dir, &store))) {
+    if (rc || (rc = open_store(dir, o->map_gib, &store))) {
         free(bounds);
         return rc;
     }
@@ -356,7 +357,7 @@ static int measure(const char *dir, const opts_t *o, result_t *res) {
     res->models = o->projects * o->models_per_project;
     res->covered_min = UINT64_MAX;
     ql_err_t err = {0};
-    int rc = open_store(dir, &b.store);
+    int rc = open_store(dir, o->map_gib, &b.store);
     if (rc)
         return rc;
     ql_writer_opts_t wo = {.manual = true};
@@ -507,12 +508,13 @@ static void usage(FILE *f) {
                "[--segments S] [--scans N]\n"
                "                            [--table] [--no-main] [--max-segments N] "
                "[--dir DIR] [--keep]\n"
-               "                            [--store DIR]\n"
+               "                            [--store DIR] [--map-gib N]\n"
                "  defaults: 1000 projects x 100 models x 100 segments, 7 scans per figure,\n"
                "  --table: 1k/10k/100k models x 10/100/1000 segments (up to --max-segments,\n"
                "  default 20000000, in total)\n"
                "  --store DIR: measure the store in DIR (built there first if missing, with the\n"
-               "  given shape, and kept): for profiling the scan without rebuilding\n");
+               "  given shape, and kept): for profiling the scan without rebuilding\n"
+               "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -529,6 +531,7 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
                 .projects = 1000,
                 .models_per_project = 100,
                 .segs = 100,
+                .map_gib = 1024,
                 .scans = 7,
                 .main_run = true,
                 .max_segments = 20000000,
@@ -554,7 +557,7 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
         } else if (v && parse_u64(v, &x) && x > 0 &&
                    (!strcmp(a, "--projects") || !strcmp(a, "--models-per-project") ||
                     !strcmp(a, "--segments") || !strcmp(a, "--scans") ||
-                    !strcmp(a, "--max-segments"))) {
+                    !strcmp(a, "--max-segments") || !strcmp(a, "--map-gib"))) {
             if (!strcmp(a, "--projects"))
                 o.projects = x;
             else if (!strcmp(a, "--models-per-project"))
@@ -563,6 +566,8 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
                 o.segs = x;
             else if (!strcmp(a, "--scans"))
                 o.scans = x > 1000 ? 1000 : (int)x;
+            else if (!strcmp(a, "--map-gib"))
+                o.map_gib = x > (1u << 20) ? (1u << 20) : x;
             else
                 o.max_segments = x;
             i++;
