@@ -72,16 +72,20 @@ static void run_unlink(run_t *r) {
     s->n_runs--;
 }
 
-static void run_maybe_free(run_t *r) {
-    if (r->phase != RUN_DONE || r->refs > 0)
-        return;
+static void run_release(run_t *r) {
     ql_stepdef_clear(&r->def);
     free(r->def_bytes);
     free(r->msg);
     free(r->output);
     ql_job_free(&r->jobinfo);
-    ql_sched_t *s = r->s;
     free(r);
+}
+
+static void run_maybe_free(run_t *r) {
+    if (r->phase != RUN_DONE || r->refs > 0)
+        return;
+    ql_sched_t *s = r->s;
+    run_release(r);
     ql_sched_check_stopped(s);
 }
 
@@ -674,8 +678,10 @@ void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason) {
     if (r->phase == RUN_STEP || r->phase == RUN_WAITING) {
         if (r->timer_init)
             ql_timer_stop(&r->timer);
+        /* run_drop may free r at once (a virtual clock closes its timer synchronously). */
+        ql_sched_t *s = r->s;
         run_drop(r);
-        ql_sched_kick(r->s);
+        ql_sched_kick(s);
     }
     /* PICKING / FINISHING: the mutation's answer sees `cancelled` and drops the run. */
 }
@@ -851,22 +857,51 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), v
     ql_sched_check_stopped(s);
 }
 
-static void sched_timer_closed(ql_timer_t *t) {
-    ql_sched_t *s = t->arg;
+static void sched_release(ql_sched_t *s) {
     if (--s->closing == 0) {
         free(s->buckets);
         free(s);
     }
 }
 
+static void sched_timer_closed(ql_timer_t *t) {
+    sched_release(t->arg);
+}
+
+/* A run freed by ql_sched_free: its timer is closed, then its memory and its hold on s go. */
+static void run_timer_freed(ql_timer_t *t) {
+    run_t *r = (run_t *)(void *)((char *)t - offsetof(run_t, timer));
+    ql_sched_t *s = r->s;
+    run_release(r);
+    sched_release(s);
+}
+
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    for (run_t *r = s->runs; r; r = r->next)
-        if (r->proc)
-            ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
-    /* Timers of the real clock close asynchronously: free once all three are closed. */
+    /* Timers of the real clock close asynchronously: s is freed once its three timers and the
+     * timers of the runs freed below are closed. */
     s->closing = 3;
+    for (run_t *r = s->runs, *next; r; r = next) {
+        next = r->next;
+        if (r->proc) {
+            ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+            continue;
+        }
+        /* A run waiting on its step or retry timer (what a restart of the simulator leaves):
+         * its timer must not fire into freed memory, so it goes now. A run whose mutation is
+         * still queued (refs > 0) is left to the writer's answer, as before. */
+        if (r->refs > 0)
+            continue;
+        run_unlink(r);
+        r->phase = RUN_DONE;
+        if (r->timer_init) {
+            s->closing++;
+            ql_timer_close(&r->timer, run_timer_freed);
+        } else {
+            run_release(r);
+        }
+    }
     ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer};
     for (int i = 0; i < 3; i++) {
         ql_timer_stop(timers[i]);
