@@ -67,6 +67,7 @@ typedef struct {
     uint64_t map_gib; /* LMDB map size; valgrind cannot reserve the default 1 TiB */
     int scans;
     bool table, main_run;
+    bool ordered_ids; /* model ids increasing in scan order, not random */
     uint64_t max_segments;
     uint64_t (*allocs)(void); /* NULL: not counted */
 } opts_t;
@@ -156,6 +157,32 @@ static int open_store(const char *path, uint64_t map_gib, ql_store_t **out) {
 
 /* ---- building the store ---- */
 
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/*
+ * The id of the n-th model. Segments are keyed by (model id, layer, start), so the order of
+ * model ids against the order a scan visits models (projects, then models, by name) decides
+ * how much a cold scan's B-tree descents share pages. Random ids (the default) give the worst
+ * case, whatever id scheme the store uses; --ordered-ids makes them increase in scan order,
+ * the best case (what time-ordered ids give when models were created in name order).
+ */
+static void model_id(const opts_t *o, uint64_t n, ql_id_t *out) {
+    uint64_t x = n, a = splitmix64(&x), b = splitmix64(&x);
+    if (o->ordered_ids)
+        for (int i = 0; i < 8; i++)
+            out->b[i] = (uint8_t)(n >> (56 - 8 * i));
+    else
+        memcpy(out->b, &a, 8);
+    memcpy(out->b + 8, &b, 8);
+    out->b[6] = (uint8_t)((out->b[6] & 0x0f) | 0x40);
+    out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80);
+}
+
 /* The S+1 boundaries of one (zone, config) combination: local midnights, the last two being
  * the cycle's target exactly as the dispatcher computes it. */
 static int combo_bounds(const char *zone, int ci, const ql_datefmt_t *fmt, uint64_t s, int64_t *b) {
@@ -231,7 +258,7 @@ static int build_store(const char *dir, const opts_t *o, result_t *res) {
         for (uint64_t i = 0; i < o->models_per_project && !rc; i++) {
             size_t c = (p / N_ZONES + i) % N_CONFIGS;
             ql_model_t m = {0};
-            ql_store_new_id(store, &m.id);
+            model_id(o, p * o->models_per_project + i + 1, &m.id);
             snprintf(m.project, sizeof m.project, "project_%04llu", (unsigned long long)p);
             snprintf(m.name, sizeof m.name, "model_%04llu", (unsigned long long)i);
             m.partitioned = true;
@@ -508,13 +535,14 @@ static void usage(FILE *f) {
                "[--segments S] [--scans N]\n"
                "                            [--table] [--no-main] [--max-segments N] "
                "[--dir DIR] [--keep]\n"
-               "                            [--store DIR] [--map-gib N]\n"
+               "                            [--store DIR] [--map-gib N] [--ordered-ids]\n"
                "  defaults: 1000 projects x 100 models x 100 segments, 7 scans per figure,\n"
                "  --table: 1k/10k/100k models x 10/100/1000 segments (up to --max-segments,\n"
                "  default 20000000, in total)\n"
                "  --store DIR: measure the store in DIR (built there first if missing, with the\n"
                "  given shape, and kept): for profiling the scan without rebuilding\n"
-               "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n");
+               "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n"
+               "  --ordered-ids: model ids increase in scan order (best case; default: random)\n");
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -543,6 +571,8 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
             o.table = true;
         } else if (!strcmp(a, "--no-main")) {
             o.main_run = false;
+        } else if (!strcmp(a, "--ordered-ids")) {
+            o.ordered_ids = true;
         } else if (!strcmp(a, "--keep")) {
             o.keep = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -594,12 +624,12 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
         uint64_t nm = o.projects * o.models_per_project;
         printf("dispatcher scan: %llu projects x %llu models = %llu models, %llu READY daily "
                "segments each (%llu segments), every cycle COVERED;\n"
-               "%zu zones x %zu configs; median of %d scans; cycle cache capacity %llu "
-               "(2 x models)\n",
+               "%zu zones x %zu configs; %s model ids; median of %d scans; cycle cache "
+               "capacity %llu (2 x models)\n",
                (unsigned long long)o.projects, (unsigned long long)o.models_per_project,
                (unsigned long long)nm, (unsigned long long)o.segs,
-               (unsigned long long)(nm * o.segs), N_ZONES, N_CONFIGS, o.scans,
-               (unsigned long long)(nm * 2));
+               (unsigned long long)(nm * o.segs), N_ZONES, N_CONFIGS,
+               o.ordered_ids ? "ordered" : "random", o.scans, (unsigned long long)(nm * 2));
         rc = run_config(&o, o.projects, o.models_per_project, o.segs, root, res);
         if (rc) {
             fprintf(stderr, "qilin-bench-dispatch: the run failed\n");
@@ -633,7 +663,8 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
     if (!rc && o.table) {
         static const uint64_t models[] = {1000, 10000, 100000};
         static const uint64_t segs[] = {10, 100, 1000};
-        printf("\nscan time by size (median of %d scans; ms)\n", o.scans);
+        printf("\nscan time by size (%s model ids; median of %d scans; ms)\n",
+               o.ordered_ids ? "ordered" : "random", o.scans);
         printf("%8s %6s %11s %8s %9s %10s %9s %9s %9s %9s %11s %8s %8s\n", "models", "segs",
                "segments", "setup_s", "store_GiB", "full_cold", "cold", "cold_cpu", "warm",
                "warm_cpu", "allocs/cold", "anon_MiB", "peak_MiB");
