@@ -150,8 +150,8 @@ static int read_all(ql_cli_t *cli, const char *path, char **out, size_t *len) {
 
 int ql_cli_job_submit_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     const char *path = a->pos[0];
-    char *body;
-    size_t len;
+    char *body = NULL;
+    size_t len = 0;
     int rc = read_all(cli, path, &body, &len);
     if (rc)
         return rc;

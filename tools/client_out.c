@@ -270,7 +270,7 @@ int ql_cli_parse_time(ql_cli_t *cli, const char *what, const char *text, int64_t
         return 0;
     }
     ql_civil_t c = {0};
-    int year;
+    int year = 0;
     bool ok = digits(&p, 4, &year) && *p++ == '-' && digits(&p, 2, &c.month) && *p++ == '-' &&
               digits(&p, 2, &c.day);
     if (ok && (*p == ' ' || *p == 'T')) {
