@@ -9,6 +9,12 @@
  *   DONE      nothing more will happen; freed once no callback refers to it (refs == 0)
  * `cancelled` marks a run whose job an action (or shutdown) took away: whatever its step
  * reports afterwards is dropped, because the action already wrote the job's new state.
+ *
+ * Commits per job. The mutations of many runs are applied as one batch (see submit_batch), and
+ * a job whose last step has ended ("ending") gives up its slot at once: the picks that take it
+ * are written in the same batch as that job's end, after it, so one commit both ends the old
+ * job and starts the new one. The store never shows more RUNNING jobs than the limits allow,
+ * and no step starts before its RUNNING state is durable.
  */
 #include "scheduler/ql_sched.h"
 #include "scheduler/sched_int.h"
@@ -70,6 +76,8 @@ static void run_unlink(run_t *r) {
     if (r->next)
         r->next->prev = r->prev;
     s->n_runs--;
+    if (r->ending)
+        s->n_ending--;
 }
 
 static void run_release(run_t *r) {
@@ -148,50 +156,157 @@ static void log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const cha
     ql_log(s->opts.log, lvl, "scheduler", "%s job=%s project=%s", msg, id, r->project);
 }
 
+/* ---- batches: several runs' mutations in one ---- */
+
+/*
+ * The writer gives every mutation a nested transaction of its own, and a nested transaction
+ * copies each page it touches: the index pages every pick and every step end share (job states,
+ * counters, recent jobs) would be copied once per job. A batch runs the mutations of several
+ * runs (the picks of one fetcher pass; the step ends of one loop turn with the picks that take
+ * the slots of the jobs they end) in one nested transaction, so those pages are copied once per
+ * batch. If any of them fails, the batch's transaction is discarded and each run's mutation is
+ * submitted again on its own, in the same order, so a failure stays that run's. The mutations
+ * must therefore be safe to run again: they derive everything from the store and from fields
+ * the loop thread set before submitting (end_seq, end_attempt), and write their outputs anew.
+ */
+typedef struct batch_ent {
+    run_t *r;
+    ql_write_fn fn;
+    ql_write_done_cb done;
+} batch_ent_t;
+
+typedef struct batch {
+    ql_sched_t *s;
+    size_t n;
+    batch_ent_t e[];
+} batch_t;
+
+static int batch_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    batch_t *b = arg;
+    for (size_t i = 0; i < b->n; i++) {
+        int rc = b->e[i].fn(txn, b->e[i].r, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void batch_done(void *arg, int status, const ql_err_t *err) {
+    batch_t *b = arg;
+    for (size_t i = 0; i < b->n; i++) {
+        const batch_ent_t *e = &b->e[i];
+        if (status == 0) {
+            e->done(e->r, status, err);
+            continue;
+        }
+        int rc = ql_sched_submit(b->s, e->fn, e->r, e->done);
+        if (rc) {
+            ql_err_t x = {0};
+            ql_err_set(&x, rc, "cannot queue the change: %s", ql_strerror(rc));
+            e->done(e->r, rc, &x);
+        }
+    }
+    free(b);
+}
+
+/* Queues the mutations e[0..n) (each run holding a reference for its answer) as one; each done
+ * then runs once, in order. On failure nothing was queued. */
+static int submit_batch(ql_sched_t *s, const batch_ent_t *e, size_t n) {
+    if (n == 1)
+        return ql_sched_submit(s, e[0].fn, e[0].r, e[0].done);
+    batch_t *b = malloc(sizeof *b + n * sizeof *e);
+    if (!b)
+        return UV_ENOMEM;
+    b->s = s;
+    b->n = n;
+    memcpy(b->e, e, n * sizeof *e);
+    int rc = ql_sched_submit(s, batch_fn, b, batch_done);
+    if (rc)
+        free(b);
+    return rc;
+}
+
+/* Submits e[0..n) together (see above); when that fails, drops the runs. */
+static void submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
+    if (n && submit_batch(s, e, n))
+        for (size_t i = 0; i < n; i++) {
+            e[i].r->refs--;
+            run_drop(e[i].r);
+        }
+}
+
 /* ---- pick ---- */
 
-/* Copies the def of step seq into the run and marks it RUNNING (one more attempt). */
+/* Copies the def of step st (read by the caller, updated in place) into the run and marks it
+ * RUNNING (one more attempt). */
+static int begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err) {
+    st->attempts++;
+    st->retry_at = 0;
+    int rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
+    if (!rc) {
+        free(r->def_bytes);
+        r->def_bytes = NULL;
+        r->def_len = st->def_len;
+        if (st->def_len && !(r->def_bytes = malloc(st->def_len)))
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+        else if (st->def_len)
+            memcpy(r->def_bytes, st->def, st->def_len);
+        r->seq = st->seq;
+        r->attempt = st->attempts;
+    }
+    return rc;
+}
+
+/* The same for step seq, read here. */
 static int begin_step(ql_txn_t *txn, run_t *r, const ql_job_t *job, uint32_t seq, int64_t now,
                       ql_err_t *err) {
     ql_step_t st;
     int rc = ql_step_get(txn, &job->id, seq, &st);
     if (rc)
         return ql_err_set(err, rc, "cannot read step %u: %s", seq, ql_strerror(rc));
-    st.attempts++;
-    st.retry_at = 0;
-    rc = ql_step_set_state(txn, &st, QL_RUNNING, now, err);
-    if (!rc) {
-        free(r->def_bytes);
-        r->def_bytes = NULL;
-        r->def_len = st.def_len;
-        if (st.def_len && !(r->def_bytes = malloc(st.def_len)))
-            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
-        else if (st.def_len)
-            memcpy(r->def_bytes, st.def, st.def_len);
-        r->seq = seq;
-        r->attempt = st.attempts;
-    }
+    rc = begin_step_rec(txn, r, &st, now, err);
     ql_step_free(&st);
     return rc;
 }
 
-/* The first step at or after `from` that has not finished, or n_steps. Sets *warned when a
- * finished step ended WARNING. */
+static bool step_finished(ql_state_t s) {
+    return s == QL_SUCCEED || s == QL_WARNING || s == QL_SKIP;
+}
+
+/* The first step at or after `from` that has not finished, or n_steps. When found is not NULL
+ * and a step was found, it gets that step's record (the caller frees it), so that starting it
+ * needs no second read. Steps are read only up to the one found: the job's outcome, for which
+ * *warned tells whether a finished step ended WARNING, only matters once no step is left, and
+ * only then are the steps before `from` read too, except step from - 1, whose state the caller
+ * knows (it has just ended it; pick passes from = 0). */
 static int next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, uint32_t *out,
-                           bool *warned) {
+                           bool *warned, ql_step_t *found) {
     *out = job->n_steps;
-    for (uint32_t i = 0; i < job->n_steps; i++) {
+    for (uint32_t i = from; i < job->n_steps; i++) {
         ql_step_t st;
         int rc = ql_step_get(txn, &job->id, i, &st);
         if (rc)
             return rc;
-        ql_state_t state = st.state;
-        ql_step_free(&st);
-        if (state == QL_WARNING && warned)
-            *warned = true;
-        if (i >= from && *out == job->n_steps && state != QL_SUCCEED && state != QL_WARNING &&
-            state != QL_SKIP)
+        if (!step_finished(st.state)) {
             *out = i;
+            if (found)
+                *found = st;
+            else
+                ql_step_free(&st);
+            break;
+        }
+        if (st.state == QL_WARNING && warned)
+            *warned = true;
+        ql_step_free(&st);
+    }
+    for (uint32_t i = 0; warned && *out == job->n_steps && i + 1 < from && i < job->n_steps; i++) {
+        ql_step_t st;
+        int rc = ql_step_get(txn, &job->id, i, &st);
+        if (rc)
+            return rc;
+        if (st.state == QL_WARNING)
+            *warned = true;
+        ql_step_free(&st);
     }
     return 0;
 }
@@ -223,10 +338,23 @@ static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     }
     uint32_t seq;
     bool warned = false;
-    if ((rc = next_unfinished(txn, &job, 0, &seq, &warned)) ||
-        (rc = ql_job_set_state(txn, &job, QL_PENDING, false, now, err)) ||
-        (rc = ql_job_set_state(txn, &job, QL_RUNNING, false, now, err)))
+    ql_step_t first;
+    if ((rc = next_unfinished(txn, &job, 0, &seq, &warned, &first)))
         goto out;
+    /* READY -> PENDING -> RUNNING in one write of the record: PENDING is checked against the
+     * table like any transition, but no reader could ever see it (it lives inside this
+     * transaction), so writing it too would only double the job's index updates. */
+    if (!ql_job_transition_legal(job.state, QL_PENDING)) {
+        rc = ql_job_set_state(txn, &job, QL_PENDING, false, now, err); /* the error */
+    } else {
+        job.state = QL_PENDING;
+        rc = ql_job_set_state(txn, &job, QL_RUNNING, false, now, err);
+    }
+    if (rc) {
+        if (seq < job.n_steps)
+            ql_step_free(&first);
+        goto out;
+    }
     if (seq == job.n_steps) {
         /* Every step had finished before an interruption: the job is done. */
         r->result = RESULT_FINISHED;
@@ -234,7 +362,9 @@ static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         rc = ql_job_set_state(txn, &job, QL_SUCCEED, warned, now, err);
         goto out;
     }
-    if ((rc = begin_step(txn, r, &job, seq, now, err)))
+    rc = begin_step_rec(txn, r, &first, now, err);
+    ql_step_free(&first);
+    if (rc)
         goto out;
     ql_job_free(&r->jobinfo);
     rc = ql_job_copy(&r->jobinfo, &job);
@@ -296,6 +426,8 @@ typedef struct {
     ql_txn_t *txn;
     int room;
     int picked;
+    batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
+    size_t n_batch;
     /* per-project running counts and limits, for this pass */
     struct {
         char name[QL_NAME_MAX + 1];
@@ -323,7 +455,7 @@ static int project_slot(fetch_ctx_t *c, const char *name) {
         ql_project_free(&p);
     }
     for (run_t *r = c->s->runs; r; r = r->next)
-        if (strcmp(r->project, name) == 0)
+        if (!r->ending && strcmp(r->project, name) == 0)
             c->proj[i].running++;
     return i;
 }
@@ -347,25 +479,27 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
             r->phase = RUN_PICKING;
             r->now = ql_clock_now_ms(s->opts.clock);
             r->refs++;
-            if (ql_sched_submit(s, pick_fn, r, pick_done)) {
-                r->refs--;
-                run_drop(r);
-            } else {
-                c->room--;
-                c->picked++;
-                if (slot >= 0)
-                    c->proj[slot].running++;
-            }
+            c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
+            c->room--;
+            c->picked++;
+            if (slot >= 0)
+                c->proj[slot].running++;
         }
     }
     ql_job_free(&job);
     return c->room > 0 ? 0 : 1;
 }
 
-static void fetch(ql_sched_t *s) {
+/*
+ * A fetcher pass: picks READY jobs for the room left and appends their pick mutations to
+ * ents[*n..] (room for max_concurrent_jobs more entries), which the caller submits.
+ */
+static void fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
     if (!s->fetching || s->stopping)
         return;
-    int room = s->opts.max_concurrent_jobs - (int)s->n_runs;
+    /* Runs whose job is ending run nothing any more: their slots may be taken now, so that the
+     * picks share a commit with those jobs' ends instead of waiting for it. */
+    int room = s->opts.max_concurrent_jobs - (int)(s->n_runs - s->n_ending);
     if (room <= 0)
         return;
     s->stats.fetches++;
@@ -374,13 +508,32 @@ static void fetch(ql_sched_t *s) {
         return;
     c->s = s;
     c->room = room;
+    c->batch = ents + *n;
     if (ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
         int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
         if (rc)
             ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
         ql_txn_abort(c->txn);
     }
+    *n += c->n_batch;
     free(c);
+}
+
+static void flush_finishing(ql_sched_t *s);
+
+static void fetch(ql_sched_t *s) {
+    /* Step ends still queued go first: a pick must never be written before the end of the job
+     * whose slot it takes (flush_finishing picks for those slots itself). */
+    if (s->n_finishing)
+        flush_finishing(s);
+    batch_ent_t *ents = malloc((size_t)s->opts.max_concurrent_jobs * sizeof *ents);
+    size_t n = 0;
+    if (!ents)
+        return;
+    fetch_into(s, ents, &n);
+    /* Every pick of this pass in one mutation (see submit_batch). */
+    submit_or_drop(s, ents, n);
+    free(ents);
 }
 
 static void kick_cb(ql_timer_t *t, void *arg) {
@@ -485,6 +638,9 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     int64_t now = r->now;
     ql_job_t job;
     ql_step_t st;
+    /* Inputs first, outputs anew: this may be a second run (see end_seq). */
+    r->seq = r->end_seq;
+    r->attempt = r->end_attempt;
     int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
     if (rc) {
         r->result = RESULT_STALE;
@@ -501,6 +657,7 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     }
     if (st.state != QL_RUNNING || st.attempts != r->attempt)
         goto out; /* an action or another try owns the step now */
+    bool fence_changed = job.fence != s->opts.fence;
     job.fence = s->opts.fence;
     if (r->output && (rc = ql_output_put(txn, &job.id, r->seq, r->output, r->output_len)))
         goto out;
@@ -526,13 +683,16 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     if ((rc = ql_step_set_state(txn, &st, r->outcome, now, err)))
         goto out;
     uint32_t next;
-    bool warned = false;
-    if ((rc = next_unfinished(txn, &job, r->seq + 1, &next, &warned)))
+    bool warned = r->outcome == QL_WARNING;
+    ql_step_t nst;
+    if ((rc = next_unfinished(txn, &job, r->seq + 1, &next, &warned, &nst)))
         goto out;
     if (next < job.n_steps) {
         r->result = RESULT_NEXT;
-        rc = begin_step(txn, r, &job, next, now, err);
-        if (!rc)
+        rc = begin_step_rec(txn, r, &nst, now, err);
+        ql_step_free(&nst);
+        /* The job record itself only changes when its fencing token does. */
+        if (!rc && fence_changed)
             rc = ql_job_put(txn, &job);
         goto out;
     }
@@ -548,6 +708,8 @@ out:
 static int retry_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
     ql_job_t job;
+    r->seq = r->end_seq;
+    r->attempt = r->end_attempt;
     int rc = ql_job_get(txn, &r->job, 0, &job);
     r->result = RESULT_STALE;
     if (rc)
@@ -582,6 +744,8 @@ static void retry_timer_cb(ql_timer_t *t, void *arg) {
     }
     r->phase = RUN_FINISHING;
     r->now = ql_clock_now_ms(r->s->opts.clock);
+    r->end_seq = r->seq;
+    r->end_attempt = r->attempt;
     r->refs++;
     if (ql_sched_submit(r->s, retry_fn, r, step_written)) {
         r->refs--;
@@ -634,6 +798,50 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
     }
 }
 
+/* Submits the queued step ends as one mutation, together with the picks that take the slots
+ * of the jobs they end: those jobs' ends come first in the transaction, and the commit makes
+ * both durable at once, so the store never holds more RUNNING jobs than the limit allows and a
+ * slot costs one commit per job, not two. */
+static void flush_finishing(ql_sched_t *s) {
+    size_t n = s->n_finishing, m = 0;
+    bool ending = false;
+    s->n_finishing = 0;
+    if (!n)
+        return;
+    batch_ent_t *ents = malloc((n + (size_t)s->opts.max_concurrent_jobs) * sizeof *ents);
+    if (!ents) {
+        for (size_t i = 0; i < n; i++) {
+            s->finishing[i]->refs--;
+            run_drop(s->finishing[i]);
+        }
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ents[m++] = (batch_ent_t){s->finishing[i], finish_fn, step_written};
+        ending |= s->finishing[i]->ending;
+    }
+    if (ending)
+        fetch_into(s, ents, &m);
+    submit_or_drop(s, ents, m);
+    free(ents);
+}
+
+static void finish_timer_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    flush_finishing(arg);
+}
+
+/* Whether the step that just ended (r->outcome) ends the job: it was the last one, or it failed
+ * with no retry left. Exact (finish_fn decides the same way), except for a later step a template
+ * skipped, which errs on the safe side (the run keeps its slot until its end is written). */
+static bool ends_job(const run_t *r) {
+    if (r->outcome == QL_ERROR) {
+        int retries = r->def.retries >= 0 ? r->def.retries : r->s->opts.retry;
+        return (int64_t)r->attempt > retries;
+    }
+    return r->seq + 1 >= r->jobinfo.n_steps;
+}
+
 void ql_sched_step_completed(run_t *r) {
     ql_sched_t *s = r->s;
     if (r->cancelled) {
@@ -643,10 +851,32 @@ void ql_sched_step_completed(run_t *r) {
     }
     r->phase = RUN_FINISHING;
     r->now = ql_clock_now_ms(s->opts.clock);
+    r->end_seq = r->seq;
+    r->end_attempt = r->attempt;
     r->refs++;
-    if (ql_sched_submit(s, finish_fn, r, step_written)) {
-        r->refs--;
-        run_drop(r);
+    /* Steps that end in the same loop turn (built-in steps started by one pick batch, processes
+     * reaped together) are written together: queued here, submitted by a zero-delay timer,
+     * which runs after the callbacks already due (see submit_batch for why). */
+    if (s->n_finishing == s->cap_finishing) {
+        size_t cap = s->cap_finishing ? s->cap_finishing * 2 : 64;
+        run_t **p = realloc(s->finishing, cap * sizeof *p);
+        if (!p) {
+            if (ql_sched_submit(s, finish_fn, r, step_written)) {
+                r->refs--;
+                run_drop(r);
+            }
+            return;
+        }
+        s->finishing = p;
+        s->cap_finishing = cap;
+    }
+    s->finishing[s->n_finishing++] = r;
+    if (!s->finish_timer.armed)
+        ql_timer_start(&s->finish_timer, 0, finish_timer_cb, s);
+    /* Its slot is taken by the picks flush_finishing adds to this job's end. */
+    if (!r->ending && ends_job(r)) {
+        r->ending = true;
+        s->n_ending++;
     }
 }
 
@@ -788,6 +1018,7 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     ql_timer_init(opts->clock, &s->poll_timer);
     ql_timer_init(opts->clock, &s->kick_timer);
     ql_timer_init(opts->clock, &s->flush_timer);
+    ql_timer_init(opts->clock, &s->finish_timer);
     *out = s;
     return 0;
 }
@@ -859,6 +1090,7 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), v
 
 static void sched_release(ql_sched_t *s) {
     if (--s->closing == 0) {
+        free(s->finishing);
         free(s->buckets);
         free(s);
     }
@@ -879,9 +1111,12 @@ static void run_timer_freed(ql_timer_t *t) {
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    /* Timers of the real clock close asynchronously: s is freed once its three timers and the
+    /* Timers of the real clock close asynchronously: s is freed once its four timers and the
      * timers of the runs freed below are closed. */
-    s->closing = 3;
+    s->closing = 4;
+    /* Queued step ends go to the writer like every other mutation, with no pick. */
+    s->fetching = false;
+    flush_finishing(s);
     for (run_t *r = s->runs, *next; r; r = next) {
         next = r->next;
         if (r->proc) {
@@ -902,8 +1137,8 @@ void ql_sched_free(ql_sched_t *s) {
             run_release(r);
         }
     }
-    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer};
-    for (int i = 0; i < 3; i++) {
+    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer, &s->finish_timer};
+    for (int i = 0; i < 4; i++) {
         ql_timer_stop(timers[i]);
         timers[i]->arg = s;
         ql_timer_close(timers[i], sched_timer_closed);

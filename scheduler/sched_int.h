@@ -41,6 +41,12 @@ struct run {
     uint8_t *def_bytes;
     size_t def_len;
     int64_t retry_wait;
+    /* the try a FINISHING mutation records, set before it is queued: the mutation may run
+     * again (a batch that failed, a full map), and begin_step moves seq/attempt on */
+    uint32_t end_seq, end_attempt;
+    /* the step that ended was the job's last (or failed for good): the job ends with the
+     * mutation in flight, and the run no longer counts against the concurrency limits */
+    bool ending;
     ql_job_t jobinfo; /* the job as picked, for step parameters */
     /* the step being executed */
     ql_stepdef_t def;
@@ -58,6 +64,7 @@ struct ql_sched {
     ql_sched_opts_t opts;
     run_t *runs;
     size_t n_runs;
+    size_t n_ending; /* runs with `ending` set */
     run_t **buckets;
     size_t n_buckets;
     bool fetching;
@@ -66,6 +73,11 @@ struct ql_sched {
     void *stop_arg;
     int closing;
     ql_timer_t poll_timer, kick_timer, flush_timer;
+    /* step ends waiting to be written together (one mutation per loop turn, see
+     * ql_sched_step_completed); the finish timer submits them */
+    run_t **finishing;
+    size_t n_finishing, cap_finishing;
+    ql_timer_t finish_timer;
     ql_sched_stats_t stats;
     void (*step_start_hook)(void *arg, const ql_id_t *job, uint32_t seq);
     void *step_start_arg;

@@ -87,12 +87,6 @@ void ql_codec_strmap(msgpack_packer *pk, const char *key, const ql_strmap_t *m) 
     }
 }
 
-bool ql_codec_key_is(const msgpack_object *key, const char *name) {
-    size_t n = strlen(name);
-    return key->type == MSGPACK_OBJECT_STR && key->via.str.size == n &&
-           memcmp(key->via.str.ptr, name, n) == 0;
-}
-
 int ql_codec_get_str(const msgpack_object *v, char *dst, size_t cap) {
     if (v->type == MSGPACK_OBJECT_NIL) {
         dst[0] = '\0';

@@ -7,6 +7,7 @@
 #include "storage/ql_records.h"
 
 #include <msgpack.h>
+#include <string.h>
 #include <uv.h>
 
 /* A packer that appends to a ql_buf_t. */
@@ -29,7 +30,13 @@ typedef int (*ql_codec_field_fn)(const msgpack_object *key, const msgpack_object
 int ql_codec_decode(msgpack_zone *zone, const void *buf, size_t len, ql_codec_field_fn field,
                     void *arg, ql_extra_t *extra);
 
-bool ql_codec_key_is(const msgpack_object *key, const char *name);
+/* Whether a map key is the string name. Inline: every caller passes a literal, so strlen folds
+ * to a constant and decoding a record costs no strlen per field and candidate name. */
+static inline bool ql_codec_key_is(const msgpack_object *key, const char *name) {
+    size_t n = strlen(name);
+    return key->type == MSGPACK_OBJECT_STR && key->via.str.size == n &&
+           memcmp(key->via.str.ptr, name, n) == 0;
+}
 int ql_codec_get_str(const msgpack_object *v, char *dst, size_t cap);
 int ql_codec_get_strdup(const msgpack_object *v, char **dst);
 int ql_codec_get_i64(const msgpack_object *v, int64_t *dst);

@@ -53,7 +53,8 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
 void ql_store_close(ql_store_t *store);
 /* The data directory (borrowed, valid until close). */
 const char *ql_store_path(const ql_store_t *store);
-/* A fresh random id (or the next deterministic one). Thread-safe. */
+/* A fresh id: a time-ordered random UUID (version 7), so that records created together sit
+ * together in the B-trees (or, with id_seed, the next deterministic one). Thread-safe. */
 void ql_store_new_id(ql_store_t *store, ql_id_t *out);
 
 typedef struct ql_store_stat {

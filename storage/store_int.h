@@ -53,7 +53,9 @@ struct ql_store {
     uint64_t map_size;
     bool read_only;
     pthread_mutex_t id_lock;
-    uint64_t id_state; /* deterministic id generator state, 0: random ids */
+    uint64_t id_state;   /* deterministic id generator state, 0: time-ordered random ids */
+    uint64_t id_last_ms; /* time-ordered ids: the last millisecond used and its sequence */
+    uint16_t id_seq;
     ql_store_commit_hook commit_hook;
     void *commit_hook_arg;
 };

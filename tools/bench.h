@@ -21,4 +21,10 @@ int ql_bench_dispatch_main(int argc, char **argv);
  * passes its process-wide allocation counter (tools/bench_dispatch_main.c). */
 int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void));
 
+/* `qilin-bench-jobs`: the job engine. Idle dispatch latency (acknowledged submission -> first
+ * step started), durable throughput of noop chains, shell-step throughput against a plain
+ * fork/exec loop, and recovery time on a store of a million jobs; peak RSS of each. See --help
+ * and docs/performance.md, "Job engine". */
+int ql_bench_jobs_main(int argc, char **argv);
+
 #endif
