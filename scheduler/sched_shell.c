@@ -4,6 +4,7 @@
  */
 #include "scheduler/sched_int.h"
 
+#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,65 @@ static void build_params(run_t *r, params_t *p) {
     ql_tz_free(tz);
 }
 
+/* A job's custom parameters (ad-hoc jobs, POST /jobs), stored with the job as a msgpack map of
+ * string name -> string value (written by api/api_jobs.c, ql_api_params_encode). */
+typedef struct {
+    char *names[QL_TEMPLATE_MAX_PARAMS];
+    char *values[QL_TEMPLATE_MAX_PARAMS];
+    size_t n;
+} custom_params_t;
+
+static void custom_params_free(custom_params_t *c) {
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->names[i]);
+        free(c->values[i]);
+    }
+    c->n = 0;
+}
+
+static int decode_custom_params(const ql_job_t *j, custom_params_t *out, ql_err_t *err) {
+    memset(out, 0, sizeof *out);
+    if (!j->params || j->params_len == 0)
+        return 0;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    int rc = 0;
+    if (msgpack_unpack_next(&u, j->params, j->params_len, &off) != MSGPACK_UNPACK_SUCCESS ||
+        u.data.type != MSGPACK_OBJECT_MAP || u.data.via.map.size > QL_TEMPLATE_MAX_PARAMS) {
+        rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
+        goto out;
+    }
+    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+        const msgpack_object *k = &u.data.via.map.ptr[i].key, *v = &u.data.via.map.ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR) {
+            rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
+            goto out;
+        }
+        char *name = strndup(k->via.str.ptr, k->via.str.size);
+        char *value = strndup(v->via.str.ptr, v->via.str.size);
+        if (!name || !value) {
+            free(name);
+            free(value);
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+            goto out;
+        }
+        out->names[out->n] = name;
+        out->values[out->n] = value;
+        out->n++;
+        if (strlen(name) != k->via.str.size || !ql_template_param_name_valid(name)) {
+            rc = ql_err_set(err, QL_ECORRUPT,
+                            "the job's stored parameter '%.64s' has an invalid name", name);
+            goto out;
+        }
+    }
+out:
+    msgpack_unpacked_destroy(&u);
+    if (rc)
+        custom_params_free(out);
+    return rc;
+}
+
 static void proc_closed(void *arg) {
     run_t *r = arg;
     r->refs--;
@@ -150,21 +210,32 @@ void ql_sched_spawn_shell(run_t *r) {
     ql_sched_t *s = r->s;
     params_t p;
     build_params(r, &p);
-    ql_param_t params[P_COUNT];
+    ql_param_t params[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
     for (int i = 0; i < P_COUNT; i++) {
         params[i].name = param_names[i];
         params[i].value = p.v[i];
     }
-    /* Custom parameters of ad-hoc jobs are stored with the job (see api/ jobs). */
+    /* Custom parameters of ad-hoc jobs are stored with the job: they reach the step as ${NAME}
+     * and as QILIN_PARAM_NAME (ql_template_expand_step namespaces them). */
     ql_step_exec_t ex;
     ql_err_t err = {0};
-    if (ql_template_expand_step(&r->def, params, P_COUNT, &ex, &err)) {
+    custom_params_t custom;
+    int prc = decode_custom_params(&r->jobinfo, &custom, &err);
+    size_t n_params = P_COUNT;
+    for (size_t i = 0; i < custom.n; i++) {
+        params[n_params].name = custom.names[i];
+        params[n_params].value = custom.values[i];
+        n_params++;
+    }
+    if (prc || ql_template_expand_step(&r->def, params, n_params, &ex, &err)) {
+        custom_params_free(&custom);
         r->outcome = QL_ERROR;
         free(r->msg);
         r->msg = strdup(err.msg);
         ql_sched_step_completed(r);
         return;
     }
+    custom_params_free(&custom);
     ql_proc_env_t *env = calloc(ex.n_env ? ex.n_env : 1, sizeof *env);
     char **keys = calloc(ex.n_env ? ex.n_env : 1, sizeof *keys);
     char log_path[4096];

@@ -1,0 +1,412 @@
+/*
+ * The REST API's life cycle (new, listen, close, free), the gates every handler passes, the
+ * envelope, the error-to-status table, paging and the lookups shared by the resource files.
+ * See ql_api.h for the threading and durability rules.
+ */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define JSON_TYPE "application/json;charset=utf-8"
+
+/* ---- status table ---- */
+
+int ql_api_http_status(int code) {
+    switch (code) {
+    case 0:
+        return 200;
+    case QL_EINVAL:
+    case QL_EFULLLOAD:
+    case QL_ENORANGE:
+    case QL_EEMPTYRANGE:
+        return 400;
+    case QL_EAUTH:
+        return 401;
+    case QL_ENOTFOUND:
+        return 404;
+    case QL_EEXIST:
+    case QL_ESEGOVERLAP:
+    case QL_EJOBCONFLICT:
+    case QL_ETRANSITION:
+    case QL_EACTION:
+    case QL_EMERGE:
+    case QL_EREFRESH:
+    case QL_ESEGLOCKED:
+        return 409;
+    case QL_ETOOBIG:
+        return 413;
+    case QL_EMODE:
+    case QL_ESHUTDOWN:
+    case QL_ETRANSIENT:
+    case QL_EFENCED:
+    case QL_ELOCKED:
+        return 503;
+    case QL_EMAPFULL:
+    case UV_ENOSPC:
+        return 507;
+    default:
+        return 500;
+    }
+}
+
+/* ---- envelope ---- */
+
+void ql_api_ok(ql_http_req_t *req, json_t *data, const char *msg) {
+    json_t *env = json_object();
+    if (env) {
+        json_object_set_new(env, "code", json_string("000"));
+        json_object_set_new(env, "data", data ? data : json_null());
+        json_object_set_new(env, "msg", json_string(msg ? msg : ""));
+    } else {
+        json_decref(data);
+    }
+    char *text = env ? json_dumps(env, JSON_COMPACT) : NULL;
+    json_decref(env);
+    if (!text) {
+        ql_http_respond_error(req, 500, UV_ENOMEM, "out of memory building the answer");
+        return;
+    }
+    ql_http_respond(req, 200, JSON_TYPE, text, strlen(text));
+    free(text);
+}
+
+void ql_api_fail(ql_http_req_t *req, int code, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ql_http_respond_error(req, ql_api_http_status(code), code, "%s", msg);
+}
+
+void ql_api_fail_err(ql_http_req_t *req, int code, const ql_err_t *err) {
+    int c = err && err->code ? err->code : code;
+    const char *msg = err && err->msg[0] ? err->msg : ql_strerror(c);
+    ql_http_respond_error(req, ql_api_http_status(c), c, "%s", msg);
+}
+
+/* ---- gates ---- */
+
+static bool media_ok(const char *s, size_t n) {
+    static const char *const ok[] = {
+        "*/*",
+        "application/*",
+        "application/json",
+        "application/vnd.apache.kylin-v4-public+json",
+        "application/vnd.apache.kylin-v4+json",
+        "application/vnd.apache.kylin-v2+json",
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strlen(ok[i]) == n && strncasecmp(s, ok[i], n) == 0)
+            return true;
+    return false;
+}
+
+bool ql_api_accept_ok(const char *accept) {
+    if (!accept)
+        return true;
+    const char *p = accept;
+    bool any = false;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        if (!*p)
+            break;
+        any = true;
+        const char *start = p;
+        while (*p && *p != ',' && *p != ';' && *p != ' ' && *p != '\t')
+            p++;
+        if (media_ok(start, (size_t)(p - start)))
+            return true;
+        while (*p && *p != ',')
+            p++;
+    }
+    return !any; /* an empty header accepts anything */
+}
+
+bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
+    if (api->closing) {
+        ql_api_fail(req, QL_ESHUTDOWN, "the server is shutting down");
+        return false;
+    }
+    const char *accept = ql_http_req_header(req, "Accept");
+    if (!ql_api_accept_ok(accept)) {
+        ql_http_respond_error(req, 406, QL_EINVAL,
+                              "Accept: '%.200s' allows no JSON answer (use application/json, "
+                              "application/vnd.apache.kylin-v4-public+json or "
+                              "application/vnd.apache.kylin-v4+json)",
+                              accept);
+        return false;
+    }
+    if ((flags & API_WRITE) && !api->writes_allowed) {
+        ql_api_fail(req, QL_EMODE,
+                    "this server runs in mode '%s' (kylin.server.mode) and serves reads only: "
+                    "send %s %s to a server whose mode is all or job",
+                    api->mode, ql_http_req_method(req), ql_http_req_path(req));
+        return false;
+    }
+    return true;
+}
+
+bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
+                   ql_write_done_cb done) {
+    int rc =
+        api->closing ? QL_ESHUTDOWN : ql_writer_submit(ql_node_writer(api->node), fn, ctx, done);
+    if (rc == 0)
+        return true;
+    if (rc == QL_ESHUTDOWN)
+        ql_api_fail(req, rc, "the server is shutting down");
+    else
+        ql_api_fail(req, rc, "cannot queue the change: %s", ql_strerror(rc));
+    return false;
+}
+
+ql_txn_t *ql_api_read_txn(ql_api_t *api, ql_http_req_t *req) {
+    ql_txn_t *txn;
+    int rc = ql_txn_begin(ql_node_store(api->node), false, &txn);
+    if (rc) {
+        ql_api_fail(req, rc, "cannot read the store: %s", ql_strerror(rc));
+        return NULL;
+    }
+    return txn;
+}
+
+int64_t ql_api_now(ql_api_t *api) {
+    return ql_clock_now_ms(ql_node_clock(api->node));
+}
+
+/* ---- query parameters and paging ---- */
+
+int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t min, int64_t max,
+                     int64_t *out, ql_err_t *err) {
+    const char *v = ql_http_req_query(req, key);
+    if (!v || !v[0]) {
+        *out = def;
+        return 0;
+    }
+    int64_t x;
+    if (ql_api_parse_i64(v, &x))
+        return ql_err_set(err, QL_EINVAL, "%s: '%.64s' is not an integer", key, v);
+    if (x < min || x > max)
+        return ql_err_set(err, QL_EINVAL, "%s: %lld is outside %lld..%lld", key, (long long)x,
+                          (long long)min, (long long)max);
+    *out = x;
+    return 0;
+}
+
+int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err) {
+    const char *v = ql_http_req_query(req, key);
+    if (!v || !v[0])
+        *out = def;
+    else if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
+        *out = true;
+    else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        *out = false;
+    else
+        return ql_err_set(err, QL_EINVAL, "%s: '%.64s' is not true or false", key, v);
+    return 0;
+}
+
+int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t *err) {
+    int64_t off, size;
+    int rc = ql_api_query_int(req, "page_offset", 0, 0, INT32_MAX, &off, err);
+    if (rc)
+        return rc;
+    const char *v = ql_http_req_query(req, "page_size");
+    if (v && v[0] && ql_api_parse_i64(v, &size) == 0 && size > max)
+        return ql_err_set(err, QL_EINVAL,
+                          "page_size: %lld is larger than this server's maximum %lld "
+                          "(qilin.api.page-size-max)",
+                          (long long)size, (long long)max);
+    if ((rc = ql_api_query_int(req, "page_size", 10, 1, max, &size, err)))
+        return rc;
+    out->offset = (uint64_t)off;
+    out->limit = (uint64_t)size;
+    return 0;
+}
+
+uint64_t ql_api_page_first(const ql_api_page_t *p) {
+    if (p->limit && p->offset > UINT64_MAX / p->limit)
+        return UINT64_MAX;
+    return p->offset * p->limit;
+}
+
+/* ---- lookups ---- */
+
+int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err) {
+    if (!name || !name[0])
+        return ql_err_set(err, QL_EINVAL, "project: required (the project's name)");
+    int rc = ql_project_get(txn, name, 0, out);
+    if (rc == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "project '%.100s' not found", name);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read project '%.100s': %s", name, ql_strerror(rc));
+    return 0;
+}
+
+int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                     ql_model_t *out, ql_err_t *err) {
+    ql_project_t p;
+    int rc = ql_api_get_project(txn, project, &p, err);
+    if (rc)
+        return rc;
+    ql_project_free(&p);
+    rc = ql_model_find(txn, project, name, flags, out);
+    if (rc == QL_ENOTFOUND) {
+        /* A model may also be named by its uuid. */
+        ql_id_t id;
+        if (ql_id_parse(name, &id) == 0 && ql_model_get(txn, &id, flags, out) == 0) {
+            if (strcmp(out->project, project) == 0)
+                return 0;
+            ql_model_free(out);
+        }
+        return ql_err_set(err, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
+                          project);
+    }
+    if (rc)
+        return ql_err_set(err, rc, "cannot read model '%.100s': %s", name, ql_strerror(rc));
+    return 0;
+}
+
+/* ---- life cycle ---- */
+
+static int make_auth(ql_api_t *api, ql_err_t *err) {
+    const ql_config_user_t *users;
+    size_t n = ql_config_users(api->cfg, &users);
+    ql_auth_user_t *au = calloc(n ? n : 1, sizeof *au);
+    if (!au)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    size_t k = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (users[i].builtin)
+            continue; /* no configured users: ql_auth's built-in default */
+        au[k].name = users[i].name;
+        au[k].hash = users[i].password_hash;
+        if (ql_auth_role_parse(users[i].role, &au[k].role))
+            rc = ql_err_set(err, QL_EINVAL, "qilin.server.users: user '%s': unknown role '%s'",
+                            users[i].name, users[i].role);
+        k++;
+    }
+    if (!rc) {
+        ql_auth_config_t ac;
+        ql_auth_config_default(&ac);
+        ac.users = au;
+        ac.n_users = k;
+        rc = ql_auth_new(api->loop, &ac, &api->auth, err);
+    }
+    free(au);
+    return rc;
+}
+
+int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
+    *out = NULL;
+    ql_api_t *api = calloc(1, sizeof *api);
+    if (!api)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    api->loop = opts->loop;
+    api->node = opts->node;
+    api->log = opts->log;
+    api->cfg = ql_node_config(opts->node);
+    api->writes_allowed = ql_config_serves_jobs(api->cfg);
+    api->page_size_max = ql_config_get_int(api->cfg, "qilin.api.page-size-max");
+    const char *const *modes;
+    size_t n_modes = ql_config_get_list(api->cfg, "kylin.server.mode", &modes);
+    size_t off = 0;
+    for (size_t i = 0; i < n_modes && off < sizeof api->mode; i++)
+        off += (size_t)snprintf(api->mode + off, sizeof api->mode - off, "%s%s", i ? "," : "",
+                                modes[i]);
+    int rc = make_auth(api, err);
+    if (!rc && (rc = ql_http_router_new(&api->router)))
+        ql_err_set(err, rc, "out of memory");
+    if (!rc) {
+        ql_http_router_set_auth(api->router, api->auth);
+        if ((rc = ql_api_routes_projects(api)) || (rc = ql_api_routes_models(api)) ||
+            (rc = ql_api_routes_segments(api)) || (rc = ql_api_routes_jobs(api)) ||
+            (rc = ql_api_routes_status(api)))
+            ql_err_set(err, rc, "cannot register the routes: %s", ql_strerror(rc));
+    }
+    if (!rc) {
+        ql_http_config_t hc = {.handler = ql_http_router_handle, .handler_arg = api->router};
+        ql_http_limits_default(&hc.limits);
+        hc.limits.max_body_bytes =
+            (size_t)ql_config_get_size(api->cfg, "qilin.http.max-body-bytes");
+        hc.limits.max_header_bytes =
+            (size_t)ql_config_get_size(api->cfg, "qilin.http.max-header-bytes");
+        if (hc.limits.max_header_bytes > 80 * 1024)
+            hc.limits.max_header_bytes = 80 * 1024; /* http-parser's own ceiling */
+        hc.limits.idle_timeout_ms =
+            (uint64_t)ql_config_get_ms(api->cfg, "qilin.http.idle-timeout-ms");
+        hc.limits.request_timeout_ms =
+            (uint64_t)ql_config_get_ms(api->cfg, "qilin.http.request-timeout-ms");
+        hc.limits.max_connections =
+            (size_t)ql_config_get_int(api->cfg, "qilin.http.max-connections");
+        if ((rc = ql_http_server_new(api->loop, &hc, &api->server)))
+            ql_err_set(err, rc, "cannot create the HTTP server: %s", ql_strerror(rc));
+    }
+    if (rc) {
+        if (api->auth)
+            ql_auth_free(api->auth);
+        ql_http_router_free(api->router);
+        /* The server was not created when rc is set: nothing is open on the loop. */
+        free(api);
+        return rc;
+    }
+    *out = api;
+    return 0;
+}
+
+int ql_api_listen(ql_api_t *api, const char *hostport, ql_err_t *err) {
+    int rc = ql_http_server_listen(api->server, hostport);
+    if (rc)
+        return ql_err_set(err, rc, "qilin.server.listen: cannot listen on %s: %s", hostport,
+                          ql_strerror(rc));
+    api->listening = true;
+    return ql_auth_check_listen(api->auth, ql_http_server_is_loopback(api->server), err);
+}
+
+int ql_api_port(const ql_api_t *api, int *port) {
+    return ql_http_server_port(api->server, port);
+}
+
+static void server_closed(ql_http_server_t *server, void *arg) {
+    (void)server;
+    ql_api_t *api = arg;
+    if (api->close_done)
+        api->close_done(api->close_arg);
+}
+
+void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
+    if (api->closing)
+        return;
+    api->closing = true;
+    api->close_done = done;
+    api->close_arg = arg;
+    /* Verifications in flight answer their requests with 503 once they finish; the router
+     * dispatches nothing new after the server is closed, so it never sees the freed auth. */
+    if (api->auth) {
+        ql_auth_free(api->auth);
+        api->auth = NULL;
+        ql_http_router_set_auth(api->router, NULL);
+    }
+    ql_http_server_close(api->server, server_closed, api);
+}
+
+void ql_api_free(ql_api_t *api) {
+    if (!api)
+        return;
+    ql_http_server_free(api->server);
+    ql_http_router_free(api->router);
+    free(api);
+}
+
+ql_http_router_t *ql_api_router(ql_api_t *api) {
+    return api->router;
+}
+
+void ql_api_get_stats(const ql_api_t *api, ql_api_stats_t *out) {
+    *out = api->stats;
+}

@@ -1,0 +1,294 @@
+/*
+ * Internals of the REST API shared by api/api*.c (not public). Everything runs on the loop
+ * thread (see ql_api.h) except the mutation functions (ql_write_fn), which run on the writer
+ * thread and touch nothing but their transaction and their own context.
+ */
+#ifndef QL_API_INT_H
+#define QL_API_INT_H
+
+#include "api/api.h"
+#include "scheduler/ql_dispatch_time.h"
+#include "scheduler/ql_submit.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ql_api {
+    uv_loop_t *loop;
+    ql_node_t *node;
+    const ql_config_t *cfg;
+    ql_log_t *log;
+    ql_auth_t *auth;
+    ql_http_router_t *router;
+    ql_http_server_t *server;
+    bool closing;
+    bool listening;
+    bool writes_allowed; /* kylin.server.mode has all or job */
+    char mode[64];       /* kylin.server.mode as configured, for messages */
+    int64_t page_size_max;
+    void (*close_done)(void *arg);
+    void *close_arg;
+    ql_api_stats_t stats;
+};
+
+/* ---- responses ---------------------------------------------------------------------- */
+
+/* The HTTP status for a Qilin or libuv error code (docs/errors.md). */
+int ql_api_http_status(int code);
+
+/* Answers 200 with {"code":"000","data":DATA,"msg":MSG}; takes the reference on data (NULL is
+ * JSON null); msg may be NULL (""). Consumes req. */
+void ql_api_ok(ql_http_req_t *req, json_t *data, const char *msg);
+/* Answers the error envelope with the status for code. Consumes req. */
+void ql_api_fail(ql_http_req_t *req, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same with err's code and message (code used when err has none). */
+void ql_api_fail_err(ql_http_req_t *req, int code, const ql_err_t *err);
+
+/* ---- request gates ------------------------------------------------------------------ */
+
+enum {
+    API_READ = 0,
+    API_WRITE = 1, /* refused with 503 on a query-only server */
+};
+
+/* Checks what every /kylin/api handler checks first: the API is not closing, the Accept
+ * header allows JSON, and for writes the server's mode. Answers (consuming req) and returns
+ * false when the request must stop here. */
+bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags);
+
+/* True when an Accept header value (NULL: none) allows a JSON answer. Pure. */
+bool ql_api_accept_ok(const char *accept);
+
+/* Queues a mutation for req: fn(txn, ctx) on the writer thread, done(ctx, ...) on the loop.
+ * On failure the request is answered (503 while shutting down) and false is returned: the
+ * caller still owns ctx and frees it. */
+bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
+                   ql_write_done_cb done);
+
+/* Opens a read transaction; on failure answers 500 and returns NULL. */
+ql_txn_t *ql_api_read_txn(ql_api_t *api, ql_http_req_t *req);
+
+int64_t ql_api_now(ql_api_t *api);
+
+/* ---- paging ------------------------------------------------------------------------- */
+
+typedef struct ql_api_page {
+    uint64_t offset; /* page number (page_offset) */
+    uint64_t limit;  /* page_size */
+} ql_api_page_t;
+
+/* Reads page_offset (default 0) and page_size (default 10, 1..max) from the query. QL_EINVAL
+ * naming the parameter. */
+int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t *err);
+/* The index of the first item of the page (saturating). */
+uint64_t ql_api_page_first(const ql_api_page_t *p);
+
+/* A query parameter as a bool (true/false, 1/0), default def when absent. */
+int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err);
+/* A query parameter as an integer in [min, max], def when absent. */
+int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t min, int64_t max,
+                     int64_t *out, ql_err_t *err);
+
+/* ---- JSON helpers (pure) ------------------------------------------------------------- */
+
+typedef enum ql_api_jtype {
+    AJ_STRING,  /* a string */
+    AJ_BOOL,    /* true or false */
+    AJ_INT,     /* an integer */
+    AJ_TIME,    /* epoch ms: an integer or a string of decimal digits */
+    AJ_OBJECT,  /* an object (checked by the caller) */
+    AJ_STRLIST, /* an array of strings */
+    AJ_SCALAR,  /* a string, number or bool (config values) */
+} ql_api_jtype_t;
+
+typedef struct ql_api_field {
+    const char *name; /* NULL ends a table */
+    ql_api_jtype_t type;
+    bool required;
+} ql_api_field_t;
+
+/* Parses a request body that must be one JSON object (duplicate keys refused). *out is a new
+ * reference. QL_EINVAL saying what is wrong and where. */
+int ql_api_json_parse(const char *body, size_t len, json_t **out, ql_err_t *err);
+/* Checks obj's fields against the table: unknown fields (named, with the known ones), wrong
+ * types, missing required fields. JSON null counts as absent. where names the object in
+ * messages ("request body", "partition_desc"). */
+int ql_api_json_check(const json_t *obj, const char *where, const ql_api_field_t *fields,
+                      ql_err_t *err);
+/* A string member (borrowed from obj), NULL when absent or null. */
+const char *ql_api_json_str(const json_t *obj, const char *key);
+/* A member that is present and not null. */
+bool ql_api_json_has(const json_t *obj, const char *key);
+/* Epoch ms from an integer or a decimal string. QL_EINVAL naming field. */
+int ql_api_json_time(const json_t *v, const char *field, int64_t *out, ql_err_t *err);
+/* Parses a decimal int64 ("-12", no spaces, no '+'). Returns 0 or QL_EINVAL. */
+int ql_api_parse_i64(const char *s, int64_t *out);
+
+/* A growable text buffer (for /metrics). */
+typedef struct ql_api_sb {
+    char *p;
+    size_t len, cap;
+    bool failed; /* an allocation failed: the content is incomplete */
+} ql_api_sb_t;
+void ql_api_sb_printf(ql_api_sb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ql_api_sb_free(ql_api_sb_t *b);
+
+/* ---- request bodies (pure parsers; the fuzz harness calls them) ----------------------
+ * Each fills out from a body and returns 0, or QL_EINVAL (400) with err naming the field.
+ * Strings in out are borrowed from out->root; release with json_decref(out->root) (also set
+ * on failure, may be NULL). */
+
+typedef struct ql_api_project_req {
+    json_t *root;
+    const char *name;
+    const char *description; /* NULL when absent */
+} ql_api_project_req_t;
+int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err);
+
+/* PUT /projects/{p}/config: key -> value text (NULL value: remove the override). */
+#define QL_API_MAX_CONFIG_KEYS 64
+typedef struct ql_api_config_req {
+    json_t *root;
+    size_t n;
+    const char *keys[QL_API_MAX_CONFIG_KEYS];
+    char *values[QL_API_MAX_CONFIG_KEYS]; /* owned (free each); NULL removes */
+} ql_api_config_req_t;
+int ql_api_parse_config(const char *body, size_t len, ql_api_config_req_t *out, ql_err_t *err);
+void ql_api_config_req_free(ql_api_config_req_t *r);
+
+typedef struct ql_api_project_segcfg_req {
+    json_t *root;
+    bool enabled;
+} ql_api_project_segcfg_req_t;
+int ql_api_parse_project_segcfg(const char *body, size_t len, ql_api_project_segcfg_req_t *out,
+                                ql_err_t *err);
+
+typedef struct ql_api_model_req {
+    json_t *root;
+    ql_model_t model; /* filled: name, project, status, type, partition, multi-partition,
+                         job_template; release with ql_model_free */
+} ql_api_model_req_t;
+int ql_api_parse_model(const char *body, size_t len, ql_api_model_req_t *out, ql_err_t *err);
+
+/* PUT /models/{m}/segment_config: the fields given (the others keep their stored values). */
+typedef struct ql_api_model_segcfg_req {
+    json_t *root;
+    const char *project;
+    bool has_enabled, enabled;
+    const char *trigger_time, *start_time, *end_time; /* NULL: not given */
+    bool has_offset;
+    int64_t offset_days;
+} ql_api_model_segcfg_req_t;
+int ql_api_parse_model_segcfg(const char *body, size_t len, ql_api_model_segcfg_req_t *out,
+                              ql_err_t *err);
+
+typedef struct ql_api_model_status_req {
+    json_t *root;
+    const char *project;
+    ql_model_status_t status;
+} ql_api_model_status_req_t;
+int ql_api_parse_model_status(const char *body, size_t len, ql_api_model_status_req_t *out,
+                              ql_err_t *err);
+
+typedef struct ql_api_build_req {
+    json_t *root;
+    const char *project;
+    bool has_range; /* both start and end given */
+    int64_t start, end;
+    int priority;
+} ql_api_build_req_t;
+int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql_err_t *err);
+
+#define QL_API_MAX_IDS 1000
+typedef struct ql_api_ids_req {
+    json_t *root;
+    const char *project;
+    bool merge;         /* PUT segments: MERGE (true) or REFRESH */
+    ql_action_t action; /* PUT jobs/status */
+    size_t n;
+    ql_id_t *ids; /* owned (free) */
+} ql_api_ids_req_t;
+/* PUT /models/{m}/segments: {"project","type":"MERGE"|"REFRESH","ids":[...]} */
+int ql_api_parse_segments_put(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err);
+/* PUT /jobs/status: {"project","job_ids":[...],"action"} */
+int ql_api_parse_job_status(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err);
+void ql_api_ids_req_free(ql_api_ids_req_t *r);
+
+/* ---- the streaming JSON writer (api_jw.c) -------------------------------------------
+ * Appends JSON text to a buffer: separators are placed by the writer (a key, then its value;
+ * array items one after another). Allocation failures are remembered and reported when the
+ * answer is sent. */
+
+typedef struct ql_api_jw {
+    ql_api_sb_t b;
+    uint64_t nonempty; /* bit d-1: the container at depth d has an item */
+    int depth;
+    bool after_key;
+} ql_api_jw_t;
+
+void ql_api_jw_init(ql_api_jw_t *w);
+void ql_api_jw_free(ql_api_jw_t *w);
+void ql_api_jw_open(ql_api_jw_t *w, char c); /* '{' or '[' */
+void ql_api_jw_close(ql_api_jw_t *w, char c);
+void ql_api_jw_key(ql_api_jw_t *w, const char *key);      /* key: a constant without escapes */
+void ql_api_jw_key_text(ql_api_jw_t *w, const char *key); /* any text, escaped */
+void ql_api_jw_keyn(ql_api_jw_t *w, const char *key, size_t n);
+/* A literal key: its length at compile time. */
+#define QL_API_JW_KEY(w, lit) ql_api_jw_keyn((w), "" lit, sizeof(lit) - 1)
+void ql_api_jw_str(ql_api_jw_t *w, const char *s); /* NULL writes null */
+void ql_api_jw_strn(ql_api_jw_t *w, const char *s, size_t n);
+void ql_api_jw_int(ql_api_jw_t *w, int64_t v);
+void ql_api_jw_bool(ql_api_jw_t *w, bool v);
+void ql_api_jw_null(ql_api_jw_t *w);
+void ql_api_jw_id(ql_api_jw_t *w, const ql_id_t *id); /* "" for the zero id */
+/* Starts an answer: initialises w and writes {"code":"000","data": ; write the data next. */
+void ql_api_jw_envelope(ql_api_jw_t *w);
+/* Ends the envelope with msg (NULL: ""), answers 200 (500 if the buffer failed), frees w.
+ * Consumes req. */
+void ql_api_jw_respond(ql_http_req_t *req, ql_api_jw_t *w, const char *msg);
+/* {"value":[ ... and ],"offset":N,"limit":N,"total_size":N} */
+void ql_api_jw_page_open(ql_api_jw_t *w);
+void ql_api_jw_page_close(ql_api_jw_t *w, const ql_api_page_t *p, uint64_t total);
+
+/* ---- records as JSON (api_records.c) ------------------------------------------------- */
+
+void ql_api_jw_project(ql_api_jw_t *w, const ql_project_t *p);
+void ql_api_jw_model(ql_api_jw_t *w, const ql_model_t *m);
+void ql_api_jw_segment(ql_api_jw_t *w, const ql_segment_t *s);
+/* now: for the duration of a running job or step. */
+void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now);
+void ql_api_jw_step(ql_api_jw_t *w, const ql_step_t *s, int64_t now);
+json_t *ql_api_id_json(const ql_id_t *id); /* the 36-character form; "" for the zero id */
+/* Kylin's segment name: yyyyMMddHHmmss_yyyyMMddHHmmss in UTC, FULL_BUILD for a full load. */
+void ql_api_segment_name(int64_t start, int64_t end, char *buf, size_t cap);
+/* {"jobs":[{"job_name":type,"job_id":id}, ...]} */
+json_t *ql_api_jobs_answer(const char *const *types, const ql_id_t *ids, size_t n);
+
+/* ---- lookups on the loop thread ----------------------------------------------------- */
+
+/* The project (required: QL_EINVAL when name is NULL or empty; QL_ENOTFOUND). */
+int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err);
+/* The model named name (or with that id) in project, decoded with flags (QL_DECODE_*).
+ * QL_EINVAL without a project, QL_ENOTFOUND naming the project or model. Also usable in a
+ * mutation on the writer thread (it touches only txn). */
+int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                     ql_model_t *out, ql_err_t *err);
+
+/* ---- job parameters (stored with the job, read by scheduler/sched_shell.c) ------------
+ * The encoding of ql_job_t.params: a msgpack map of string name -> string value. */
+int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *len);
+
+/* ---- route registration (one per resource file) ---------------------------------------- */
+
+int ql_api_routes_projects(ql_api_t *api);
+int ql_api_routes_models(ql_api_t *api);
+int ql_api_routes_segments(ql_api_t *api);
+int ql_api_routes_jobs(ql_api_t *api);
+int ql_api_routes_status(ql_api_t *api);
+
+#define QL_API_BASE "/kylin/api"
+
+#endif

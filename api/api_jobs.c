@@ -1,0 +1,858 @@
+/*
+ * Jobs: GET /jobs (filters, sorting, paging), GET /jobs/{id}/detail, the output of a step,
+ * PUT /jobs/status (actions) and Qilin's POST /jobs (ad-hoc jobs from JSON or YAML).
+ *
+ * Listing cost (docs/rest.md, Paging): with no filter but project and statuses and the default
+ * sort (last_modified), a page reads only the index of jobs by project and modify time, skips
+ * what precedes the page without decoding it, decodes the page's jobs and takes total_size from
+ * the per-project state counters. Any other filter (job_names, key, time_filter) decodes every
+ * job of the project in index order; any other sort_by also sorts them, keeping one small
+ * record per matching job.
+ */
+#include "api/api_int.h"
+
+#include <fcntl.h>
+#include <msgpack.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_NAMES 32
+#define DAY_MS 86400000LL
+
+/* ---- GET /jobs ---- */
+
+typedef enum sort_key {
+    SORT_MODIFIED,
+    SORT_CREATE,
+    SORT_START,
+    SORT_END,
+    SORT_DURATION,
+    SORT_PRIORITY,
+    SORT_NAME,
+    SORT_STATUS,
+    SORT_ID,
+    SORT_SUBJECT,
+} sort_key_t;
+
+static const char *const sort_names[] = {
+    "last_modified",  "create_time", "exec_start_time",
+    "exec_end_time",  "duration",    "priority",
+    "job_name",       "job_status",  "id",
+    "target_subject",
+};
+
+typedef struct sort_rec {
+    ql_id_t id;
+    int64_t k;     /* numeric key */
+    char *s;       /* string key (owned), NULL for numeric sorts */
+    int64_t mtime; /* tie-break */
+} sort_rec_t;
+
+typedef struct list {
+    ql_txn_t *txn;
+    int64_t now;
+    uint32_t mask;
+    const char *names[MAX_NAMES];
+    size_t n_names;
+    const char *key;
+    int64_t since; /* create_time >= since; INT64_MIN: any */
+    bool decode_filters;
+    sort_key_t sort;
+    bool reverse;
+    uint64_t first, limit, seen;
+    ql_api_jw_t *w;
+    sort_rec_t *recs;
+    size_t n_recs, cap_recs;
+    int rc;
+} list_t;
+
+static bool contains_ci(const char *hay, const char *needle) {
+    size_t n = strlen(needle);
+    for (const char *p = hay; *p; p++)
+        if (strncasecmp(p, needle, n) == 0)
+            return true;
+    return n == 0;
+}
+
+static bool job_matches(const list_t *l, const ql_job_t *j) {
+    if (l->since != INT64_MIN && j->create_time < l->since)
+        return false;
+    if (l->n_names) {
+        size_t i;
+        for (i = 0; i < l->n_names && strcmp(l->names[i], j->type) != 0; i++)
+            ;
+        if (i == l->n_names)
+            return false;
+    }
+    if (l->key && l->key[0]) {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&j->id, id);
+        if (!contains_ci(j->model_name, l->key) && strncasecmp(id, l->key, strlen(l->key)) != 0)
+            return false;
+    }
+    return true;
+}
+
+static int64_t job_duration(const ql_job_t *j, int64_t now) {
+    if (j->start_time <= 0)
+        return 0;
+    int64_t stop = j->end_time > 0 ? j->end_time : j->state == QL_RUNNING ? now : j->modify_time;
+    return stop > j->start_time ? stop - j->start_time : 0;
+}
+
+static int push_rec(list_t *l, const ql_job_t *j) {
+    if (l->n_recs == l->cap_recs) {
+        size_t cap = l->cap_recs ? 2 * l->cap_recs : 256;
+        sort_rec_t *r = realloc(l->recs, cap * sizeof *r);
+        if (!r)
+            return UV_ENOMEM;
+        l->recs = r;
+        l->cap_recs = cap;
+    }
+    sort_rec_t *r = &l->recs[l->n_recs];
+    memset(r, 0, sizeof *r);
+    r->id = j->id;
+    r->mtime = j->modify_time;
+    switch (l->sort) {
+    case SORT_MODIFIED:
+        r->k = j->modify_time;
+        break;
+    case SORT_CREATE:
+        r->k = j->create_time;
+        break;
+    case SORT_START:
+        r->k = j->start_time;
+        break;
+    case SORT_END:
+        r->k = j->end_time;
+        break;
+    case SORT_DURATION:
+        r->k = job_duration(j, l->now);
+        break;
+    case SORT_PRIORITY:
+        r->k = j->priority;
+        break;
+    case SORT_NAME:
+        r->s = strdup(j->type);
+        break;
+    case SORT_STATUS:
+        r->s = strdup(ql_job_display_status(j->state));
+        break;
+    case SORT_ID: {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&j->id, id);
+        r->s = strdup(id);
+        break;
+    }
+    case SORT_SUBJECT:
+        r->s = strdup(j->model_name);
+        break;
+    }
+    if (l->sort >= SORT_NAME && !r->s)
+        return UV_ENOMEM;
+    l->n_recs++;
+    return 0;
+}
+
+static int cmp_rec(const void *a, const void *b) {
+    const sort_rec_t *x = a, *y = b;
+    int c = 0;
+    if (x->s || y->s)
+        c = strcmp(x->s ? x->s : "", y->s ? y->s : "");
+    else
+        c = (x->k > y->k) - (x->k < y->k);
+    if (!c)
+        c = (x->mtime > y->mtime) - (x->mtime < y->mtime);
+    if (!c)
+        c = memcmp(x->id.b, y->id.b, sizeof x->id.b);
+    return c;
+}
+
+static int cmp_rec_rev(const void *a, const void *b) {
+    return cmp_rec(b, a);
+}
+
+static int page_add(list_t *l, const ql_job_t *j) {
+    ql_api_jw_job(l->w, j, l->now);
+    return l->w->b.failed ? UV_ENOMEM : 0;
+}
+
+static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *arg) {
+    (void)mtime;
+    list_t *l = arg;
+    if (!(l->mask & (1u << state)))
+        return 0;
+    bool in_order = l->sort == SORT_MODIFIED;
+    /* Index order is the answer's order: what precedes the page needs no decoding unless a
+     * filter has to look at the record. */
+    if (in_order && !l->decode_filters) {
+        uint64_t i = l->seen++;
+        if (i < l->first)
+            return 0;
+        if (i - l->first >= l->limit)
+            return 1;
+    }
+    ql_job_t j;
+    int rc = ql_job_get(l->txn, id, 0, &j);
+    if (rc == QL_ENOTFOUND)
+        return 0;
+    if (rc) {
+        l->rc = rc;
+        return rc;
+    }
+    if (!in_order) {
+        if (job_matches(l, &j))
+            rc = push_rec(l, &j);
+    } else if (!l->decode_filters) {
+        rc = page_add(l, &j);
+    } else if (job_matches(l, &j)) {
+        uint64_t i = l->seen++;
+        if (i >= l->first && i - l->first < l->limit)
+            rc = page_add(l, &j);
+    }
+    ql_job_free(&j);
+    if (rc)
+        l->rc = rc;
+    return rc;
+}
+
+static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, const char **project,
+                      ql_err_t *err) {
+    *project = ql_http_req_query(req, "project");
+    if (*project && !(*project)[0])
+        *project = NULL;
+    const char *vals[MAX_NAMES];
+    size_t n = ql_http_req_query_values(req, "statuses", vals, MAX_NAMES);
+    if (n > MAX_NAMES)
+        return ql_err_set(err, QL_EINVAL, "statuses: more than %d values", MAX_NAMES);
+    l->mask = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t m = ql_job_display_mask(vals[i]);
+        if (!m)
+            return ql_err_set(err, QL_EINVAL,
+                              "statuses: '%.64s' is not a job status (PENDING, RUNNING, ERROR, "
+                              "FINISHED, STOPPED, DISCARDED)",
+                              vals[i]);
+        l->mask |= m;
+    }
+    if (!l->mask)
+        l->mask = (1u << QL_JOB_STATE_COUNT) - 1;
+    l->n_names = ql_http_req_query_values(req, "job_names", l->names, MAX_NAMES);
+    if (l->n_names > MAX_NAMES)
+        return ql_err_set(err, QL_EINVAL, "job_names: more than %d values", MAX_NAMES);
+    l->key = ql_http_req_query(req, "key");
+    if (l->key && !l->key[0])
+        l->key = NULL;
+    int64_t tf;
+    int rc = ql_api_query_int(req, "time_filter", 4, 0, 4, &tf, err);
+    if (rc)
+        return ql_err_set(err, QL_EINVAL,
+                          "time_filter: expected 0 (last day), 1 (last week), 2 (last month), 3 "
+                          "(last year) or 4 (all)");
+    static const int64_t windows[] = {DAY_MS, 7 * DAY_MS, 30 * DAY_MS, 365 * DAY_MS};
+    l->since = tf < 4 ? l->now - windows[tf] : INT64_MIN;
+    l->decode_filters = l->n_names || l->key || l->since != INT64_MIN;
+    const char *sort = ql_http_req_query(req, "sort_by");
+    l->sort = SORT_MODIFIED;
+    if (sort && sort[0]) {
+        size_t i;
+        for (i = 0; i < sizeof sort_names / sizeof sort_names[0]; i++)
+            if (strcmp(sort, sort_names[i]) == 0)
+                break;
+        if (i == sizeof sort_names / sizeof sort_names[0])
+            return ql_err_set(err, QL_EINVAL,
+                              "sort_by: '%.64s' is not one of last_modified, create_time, "
+                              "exec_start_time, exec_end_time, duration, priority, job_name, "
+                              "job_status, id, target_subject",
+                              sort);
+        l->sort = (sort_key_t)i;
+    }
+    if ((rc = ql_api_query_bool(req, "reverse", true, &l->reverse, err)))
+        return rc;
+    ql_api_page_t page;
+    if ((rc = ql_api_paging(req, api->page_size_max, &page, err)))
+        return rc;
+    l->first = ql_api_page_first(&page);
+    l->limit = page.limit;
+    return 0;
+}
+
+static void free_recs(list_t *l) {
+    for (size_t i = 0; i < l->n_recs; i++)
+        free(l->recs[i].s);
+    free(l->recs);
+}
+
+static void h_list(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    list_t l = {.now = ql_api_now(api)};
+    const char *project;
+    ql_err_t err = {0};
+    if (parse_list(api, req, &l, &project, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    ql_api_page_t page = {.offset = l.limit ? l.first / l.limit : 0, .limit = l.limit};
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    l.txn = txn;
+    ql_api_jw_t w;
+    ql_api_jw_envelope(&w);
+    ql_api_jw_page_open(&w);
+    l.w = &w;
+    int rc = 0;
+    if (project) {
+        ql_project_t p;
+        if ((rc = ql_api_get_project(txn, project, &p, &err)) == 0)
+            ql_project_free(&p);
+    }
+    uint64_t total = 0;
+    bool counted = l.sort == SORT_MODIFIED && !l.decode_filters;
+    if (!rc && counted)
+        rc = ql_job_count(txn, project, l.mask, &total);
+    bool oldest_first = l.sort == SORT_MODIFIED ? !l.reverse : false;
+    if (!rc)
+        rc = ql_job_foreach_recent(txn, project, oldest_first, recent_cb, &l);
+    if (!rc && l.rc)
+        rc = l.rc;
+    if (!rc && l.sort != SORT_MODIFIED) {
+        qsort(l.recs, l.n_recs, sizeof *l.recs, l.reverse ? cmp_rec_rev : cmp_rec);
+        total = l.n_recs;
+        for (uint64_t i = l.first; !rc && i < l.n_recs && i - l.first < l.limit; i++) {
+            ql_job_t j;
+            if ((rc = ql_job_get(txn, &l.recs[i].id, 0, &j)) == 0) {
+                rc = page_add(&l, &j);
+                ql_job_free(&j);
+            }
+        }
+    } else if (!counted) {
+        total = l.seen;
+    }
+    ql_txn_abort(txn);
+    free_recs(&l);
+    if (rc) {
+        ql_api_jw_free(&w);
+        if (err.code)
+            ql_api_fail_err(req, rc, &err);
+        else
+            ql_api_fail(req, rc, "cannot list the jobs: %s", ql_strerror(rc));
+        return;
+    }
+    ql_api_jw_page_close(&w, &page, total);
+    ql_api_jw_respond(req, &w, NULL);
+}
+
+/* ---- GET /jobs/{job_id}/detail and the output of a step ---- */
+
+/* The job of the path (and of the project when one is given). */
+static int path_job(ql_txn_t *txn, ql_http_req_t *req, ql_job_t *out, ql_err_t *err) {
+    const char *ids = ql_http_req_param(req, "job_id");
+    ql_id_t id;
+    if (ql_id_parse(ids, &id))
+        return ql_err_set(err, QL_EINVAL, "job_id: '%.64s' is not a job id", ids);
+    int rc = ql_job_get(txn, &id, 0, out);
+    if (rc == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "job %s not found", ids);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read job %s: %s", ids, ql_strerror(rc));
+    const char *project = ql_http_req_query(req, "project");
+    if (project && project[0] && strcmp(project, out->project) != 0) {
+        ql_job_free(out);
+        return ql_err_set(err, QL_ENOTFOUND, "job %s not found in project '%.100s'", ids, project);
+    }
+    return 0;
+}
+
+typedef struct {
+    ql_api_jw_t *w;
+    int64_t now;
+} steps_t;
+
+static int step_cb(const ql_step_t *s, void *arg) {
+    steps_t *st = arg;
+    ql_api_jw_step(st->w, s, st->now);
+    return st->w->b.failed ? UV_ENOMEM : 0;
+}
+
+static void h_detail(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    ql_job_t j;
+    ql_err_t err = {0};
+    int rc = path_job(txn, req, &j, &err);
+    ql_api_jw_t w;
+    ql_api_jw_envelope(&w);
+    ql_api_jw_open(&w, '[');
+    steps_t st = {.w = &w, .now = ql_api_now(api)};
+    if (!rc) {
+        if ((rc = ql_step_foreach(txn, &j.id, step_cb, &st)))
+            ql_err_set(&err, rc, "cannot read the steps: %s", ql_strerror(rc));
+        ql_job_free(&j);
+    }
+    ql_txn_abort(txn);
+    if (rc) {
+        ql_api_jw_free(&w);
+        ql_api_fail_err(req, rc, &err);
+        return;
+    }
+    ql_api_jw_close(&w, ']');
+    ql_api_jw_respond(req, &w, NULL);
+}
+
+/* The tail of a running step's log on disk (its output reaches the store when it ends). */
+#define LIVE_TAIL 65536
+static char *read_log_tail(ql_api_t *api, const char *job, const char *step) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/logs/%s/%s.log",
+             ql_config_get_str(api->cfg, "qilin.storage.path"), job, step);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    char *buf = NULL;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        off_t off = sb.st_size > LIVE_TAIL ? sb.st_size - LIVE_TAIL : 0;
+        size_t want = (size_t)(sb.st_size - off);
+        if ((buf = malloc(want + 1))) {
+            ssize_t n = pread(fd, buf, want, off);
+            buf[n > 0 ? n : 0] = '\0';
+        }
+    }
+    close(fd);
+    return buf;
+}
+
+static void h_output(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    ql_job_t j;
+    ql_err_t err = {0};
+    int rc = path_job(txn, req, &j, &err);
+    const char *step_id = ql_http_req_param(req, "step_id");
+    char *out = NULL;
+    size_t len = 0;
+    bool running = false;
+    if (!rc) {
+        ql_id_t sj;
+        uint32_t seq;
+        ql_step_t s;
+        if (ql_step_id_parse(step_id, &sj, &seq) || !ql_id_eq(&sj, &j.id))
+            rc = ql_err_set(&err, QL_ENOTFOUND, "step '%.64s' is not a step of job %s", step_id,
+                            ql_http_req_param(req, "job_id"));
+        else if ((rc = ql_step_get(txn, &j.id, seq, &s)) == QL_ENOTFOUND)
+            ql_err_set(&err, rc, "step %s not found", step_id);
+        else if (!rc) {
+            running = s.state == QL_RUNNING;
+            ql_step_free(&s);
+            rc = ql_output_get(txn, &j.id, seq, &out, &len);
+            if (rc == QL_ENOTFOUND)
+                rc = 0;
+        }
+        ql_job_free(&j);
+    }
+    ql_txn_abort(txn);
+    if (rc) {
+        free(out);
+        ql_api_fail_err(req, rc, &err);
+        return;
+    }
+    if (!out && running) {
+        char job[QL_ID_STR_LEN + 1];
+        snprintf(job, sizeof job, "%s", ql_http_req_param(req, "job_id"));
+        out = read_log_tail(api, job, step_id);
+        len = out ? strlen(out) : 0;
+    }
+    json_t *o = json_object();
+    json_object_set_new(o, "job_id", json_string(ql_http_req_param(req, "job_id")));
+    json_object_set_new(o, "step_id", json_string(step_id));
+    /* Output bytes need not be UTF-8: invalid sequences would make the string NULL. */
+    json_t *text = out ? json_stringn(out, len) : json_string("");
+    if (!text) {
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)out[i] >= 0x80)
+                out[i] = '?';
+        text = json_stringn(out, len);
+    }
+    json_object_set_new(o, "cmd_output", text ? text : json_string(""));
+    free(out);
+    ql_api_ok(req, o, NULL);
+}
+
+/* ---- PUT /jobs/status ---- */
+
+typedef struct action_op {
+    ql_api_t *api;
+    ql_http_req_t *req;
+    ql_api_ids_req_t r;
+    int64_t now;
+    size_t pending;
+    int first_rc;
+    ql_err_t first_err;
+} action_op_t;
+
+static void action_finish(action_op_t *op) {
+    if (op->first_rc)
+        ql_api_fail_err(op->req, op->first_rc, &op->first_err);
+    else
+        ql_api_ok(op->req, json_string(""), NULL);
+    ql_api_ids_req_free(&op->r);
+    free(op);
+}
+
+static void action_one_done(void *arg, int status, const ql_err_t *err) {
+    action_op_t *op = arg;
+    if (status && !op->first_rc) {
+        op->first_rc = status;
+        if (err)
+            op->first_err = *err;
+    }
+    if (!status)
+        op->api->stats.actions++;
+    if (--op->pending == 0)
+        action_finish(op);
+}
+
+/* Without a scheduler in this process: every action in one transaction. */
+static int actions_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    action_op_t *op = arg;
+    for (size_t i = 0; i < op->r.n; i++) {
+        ql_state_t was;
+        int rc = ql_job_apply_action(txn, &op->r.ids[i], op->r.action, op->now, &was, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void actions_done(void *arg, int status, const ql_err_t *err) {
+    action_op_t *op = arg;
+    if (status) {
+        op->first_rc = status;
+        if (err)
+            op->first_err = *err;
+    } else {
+        op->api->stats.actions += op->r.n;
+    }
+    action_finish(op);
+}
+
+/* Checks every job before any action is applied: it exists, is in the project, and its state
+ * allows the action (the same check runs again inside each action's transaction). */
+static int check_actions(ql_txn_t *txn, const ql_api_ids_req_t *r, ql_err_t *err) {
+    for (size_t i = 0; i < r->n; i++) {
+        char ids[QL_ID_STR_LEN + 1];
+        ql_id_format(&r->ids[i], ids);
+        ql_job_t j;
+        int rc = ql_job_get(txn, &r->ids[i], 0, &j);
+        if (rc == QL_ENOTFOUND)
+            return ql_err_set(err, rc, "job %s not found", ids);
+        if (rc)
+            return ql_err_set(err, rc, "cannot read job %s: %s", ids, ql_strerror(rc));
+        if (r->project && r->project[0] && strcmp(r->project, j.project) != 0)
+            rc = ql_err_set(err, QL_ENOTFOUND, "job %s not found in project '%.100s'", ids,
+                            r->project);
+        else if (!ql_action_allowed(r->action, j.state))
+            rc = ql_err_set(err, QL_EACTION, "job %s: %s is not allowed while the job is %s (%s)",
+                            ids, ql_action_name(r->action), ql_job_display_status(j.state),
+                            ql_state_name(j.state));
+        ql_job_free(&j);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void h_status(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    action_op_t *op = calloc(1, sizeof *op);
+    if (!op) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return;
+    }
+    op->api = api;
+    op->req = req;
+    op->now = ql_api_now(api);
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_err_t err = {0};
+    int rc = ql_api_parse_job_status(body, len, &op->r, &err);
+    if (!rc) {
+        ql_txn_t *txn = ql_api_read_txn(api, req);
+        if (!txn) {
+            ql_api_ids_req_free(&op->r);
+            free(op);
+            return;
+        }
+        ql_project_t p;
+        if (op->r.project && op->r.project[0] &&
+            (rc = ql_api_get_project(txn, op->r.project, &p, &err)) == 0)
+            ql_project_free(&p);
+        if (!rc)
+            rc = check_actions(txn, &op->r, &err);
+        ql_txn_abort(txn);
+    }
+    if (rc) {
+        ql_api_ids_req_free(&op->r);
+        free(op);
+        ql_api_fail_err(req, rc, &err);
+        return;
+    }
+    ql_sched_t *sched = ql_node_sched(api->node);
+    if (!sched) {
+        if (!ql_api_submit(api, req, actions_fn, op, actions_done)) {
+            ql_api_ids_req_free(&op->r);
+            free(op);
+        }
+        return;
+    }
+    /* One reference for this loop, so no answer can finish the request while it runs. */
+    op->pending = 1;
+    for (size_t i = 0; i < op->r.n; i++) {
+        rc = ql_sched_action(sched, &op->r.ids[i], op->r.action, action_one_done, op);
+        if (rc) {
+            if (!op->first_rc) {
+                op->first_rc = rc;
+                ql_err_set(&op->first_err, rc, "cannot apply %s: %s", ql_action_name(op->r.action),
+                           ql_strerror(rc));
+            }
+            break;
+        }
+        op->pending++;
+    }
+    if (--op->pending == 0)
+        action_finish(op);
+}
+
+/* ---- POST /jobs (ad-hoc) ---- */
+
+int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    if (n == 0)
+        return 0;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    int rc = msgpack_pack_map(&pk, n);
+    for (size_t i = 0; !rc && i < n; i++) {
+        size_t kl = strlen(params[i].name), vl = strlen(params[i].value);
+        rc = msgpack_pack_str_with_body(&pk, params[i].name, kl);
+        if (!rc)
+            rc = msgpack_pack_str_with_body(&pk, params[i].value, vl);
+    }
+    if (rc) {
+        msgpack_sbuffer_destroy(&sb);
+        return UV_ENOMEM;
+    }
+    *out = sb.data; /* malloc'd by the sbuffer: the caller frees it */
+    *len = sb.size;
+    return 0;
+}
+
+typedef struct adhoc_op {
+    ql_api_t *api;
+    ql_http_req_t *req;
+    ql_adhoc_job_t def; /* owns the step definitions the specs borrow names from */
+    ql_job_steps_t steps;
+    bool has_model;
+    ql_id_t model;
+    char user[QL_USER_MAX + 1];
+    int64_t now;
+    char *params;
+    size_t params_len;
+    ql_id_t job;
+} adhoc_op_t;
+
+static void adhoc_free(adhoc_op_t *op) {
+    ql_job_steps_free(&op->steps);
+    ql_adhoc_job_clear(&op->def);
+    free(op->params);
+    free(op);
+}
+
+static int adhoc_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    adhoc_op_t *op = arg;
+    ql_job_spec_t spec = {
+        .priority = op->def.priority,
+        .submitter = op->user,
+        .now = op->now,
+        .steps = op->steps.specs,
+        .n_steps = op->steps.n,
+    };
+    int rc = ql_meta_submit_job(txn, op->def.project, op->has_model ? &op->model : NULL,
+                                op->def.type, false, 0, 0, &spec, &op->job, err);
+    if (rc || !op->params)
+        return rc;
+    /* The custom parameters travel with the job, in the same transaction that creates it. */
+    ql_job_t j;
+    if ((rc = ql_job_get(txn, &op->job, QL_DECODE_KEEP_EXTRA, &j)))
+        return ql_err_set(err, rc, "cannot read the new job: %s", ql_strerror(rc));
+    free(j.params);
+    j.params = op->params;
+    j.params_len = op->params_len;
+    rc = ql_job_put(txn, &j);
+    j.params = NULL;
+    j.params_len = 0;
+    ql_job_free(&j);
+    return rc ? ql_err_set(err, rc, "cannot store the job's parameters: %s", ql_strerror(rc)) : 0;
+}
+
+static void adhoc_done(void *arg, int status, const ql_err_t *err) {
+    adhoc_op_t *op = arg;
+    ql_api_t *api = op->api;
+    if (status) {
+        api->stats.submit_failures++;
+        ql_api_fail_err(op->req, status, err);
+    } else {
+        api->stats.adhoc++;
+        const char *type = op->def.type;
+        ql_api_ok(op->req, ql_api_jobs_answer(&type, &op->job, 1), NULL);
+        if (!api->closing)
+            ql_node_kick(api->node);
+    }
+    adhoc_free(op);
+}
+
+static bool is_yaml(const char *ct) {
+    if (!ct)
+        return false;
+    static const char *const yaml[] = {"application/yaml", "application/x-yaml", "text/yaml",
+                                       "text/x-yaml"};
+    for (size_t i = 0; i < sizeof yaml / sizeof yaml[0]; i++) {
+        size_t n = strlen(yaml[i]);
+        if (strncasecmp(ct, yaml[i], n) == 0 && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' '))
+            return true;
+    }
+    return false;
+}
+
+/* Parses the definition: YAML as it is; JSON checked by jansson first (one object, no
+ * duplicate keys), then re-serialized on one line for the YAML layer, which reads JSON as flow
+ * YAML and applies the same rules as conf/jobs.yaml. */
+static int parse_adhoc(ql_http_req_t *req, ql_adhoc_job_t *def, ql_err_t *err) {
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    if (is_yaml(ql_http_req_header(req, "Content-Type")))
+        return ql_adhoc_parse(body, len, "<request body>", def, err);
+    json_t *root;
+    int rc = ql_api_json_parse(body, len, &root, err);
+    if (rc)
+        return rc;
+    char *flat = json_dumps(root, JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (!flat)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    rc = ql_adhoc_parse(flat, strlen(flat), "<request body>", def, err);
+    free(flat);
+    return rc;
+}
+
+static int prepare_adhoc(ql_api_t *api, ql_http_req_t *req, adhoc_op_t *op, ql_err_t *err) {
+    int rc = parse_adhoc(req, &op->def, err);
+    if (rc)
+        return rc == QL_EINVAL || rc == QL_ETOOBIG ? QL_EINVAL : rc;
+    const char *type = op->def.type;
+    if (!strcmp(type, "INC_BUILD") || !strcmp(type, "INDEX_REFRESH") ||
+        !strcmp(type, "INDEX_MERGE"))
+        return ql_err_set(err, QL_EINVAL,
+                          "type: %s jobs work on segments: submit them with POST or PUT "
+                          "/kylin/api/models/{model}/segments",
+                          type);
+    ql_txn_t *txn;
+    if ((rc = ql_txn_begin(ql_node_store(api->node), false, &txn)))
+        return ql_err_set(err, rc, "cannot read the store: %s", ql_strerror(rc));
+    ql_project_t p;
+    ql_model_t m = {0};
+    char set[QL_NAME_MAX + 1] = "";
+    if ((rc = ql_api_get_project(txn, op->def.project, &p, err)) == 0) {
+        ql_project_free(&p);
+        if (op->def.model &&
+            (rc = ql_api_get_model(txn, op->def.project, op->def.model, 0, &m, err)) == 0) {
+            op->has_model = true;
+            op->model = m.id;
+            snprintf(set, sizeof set, "%s", m.job_template);
+            ql_model_free(&m);
+        }
+    }
+    ql_txn_abort(txn);
+    if (rc)
+        return rc;
+    if (op->def.n_steps) {
+        rc = ql_job_steps_from_defs(op->def.steps, op->def.n_steps, &op->steps, err);
+    } else {
+        const ql_chain_t *chain;
+        if ((rc = ql_templates_find(ql_node_templates(api->node), set, type, &chain, err)))
+            return ql_err_set(err, QL_EINVAL,
+                              "type: %s (give the job's steps, or define the type in the job "
+                              "templates)",
+                              err->msg);
+        if ((rc = ql_chain_check_params(chain, op->def.params, op->def.n_params, err)))
+            return rc;
+        rc = ql_job_steps_from_defs(chain->steps, chain->n_steps, &op->steps, err);
+    }
+    if (rc)
+        return rc;
+    if (ql_api_params_encode(op->def.params, op->def.n_params, &op->params, &op->params_len))
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    return 0;
+}
+
+static void h_submit(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    adhoc_op_t *op = calloc(1, sizeof *op);
+    if (!op) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return;
+    }
+    op->api = api;
+    op->req = req;
+    op->now = ql_api_now(api);
+    const char *user = ql_http_req_user(req);
+    snprintf(op->user, sizeof op->user, "%s", user ? user : "ADMIN");
+    ql_err_t err = {0};
+    int rc = prepare_adhoc(api, req, op, &err);
+    if (rc) {
+        ql_api_fail_err(req, rc, &err);
+        adhoc_free(op);
+        return;
+    }
+    if (!ql_api_submit(api, req, adhoc_fn, op, adhoc_done))
+        adhoc_free(op);
+}
+
+int ql_api_routes_jobs(ql_api_t *api) {
+    int rc;
+    if ((rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs", "jobs.list",
+                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
+        (rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/jobs", "jobs.submit",
+                                 QL_HTTP_ROUTE_AUTH, h_submit, api)) ||
+        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/jobs/status", "jobs.status",
+                                 QL_HTTP_ROUTE_AUTH, h_status, api)) ||
+        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs/{job_id}/detail",
+                                 "jobs.detail", QL_HTTP_ROUTE_AUTH, h_detail, api)) ||
+        (rc = ql_http_router_add(api->router, "GET",
+                                 QL_API_BASE "/jobs/{job_id}/steps/{step_id}/output",
+                                 "jobs.step_output", QL_HTTP_ROUTE_AUTH, h_output, api)))
+        return rc;
+    return 0;
+}

@@ -1,0 +1,446 @@
+/*
+ * Models: POST /models, GET /models, PUT /models/{model}/segment_config,
+ * PUT /models/{model}/status and Qilin's GET /models/{model}/auto_segment_build/status (the
+ * dispatcher's latest decision).
+ */
+#include "api/api_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct model_op {
+    ql_api_t *api;
+    ql_http_req_t *req;
+    int64_t now;
+    char project[QL_NAME_MAX + 1];
+    char name[QL_NAME_MAX + 1];
+    ql_model_t model; /* create: the new model; updates: the model as stored */
+    ql_api_model_segcfg_req_t segcfg;
+    ql_model_status_t status;
+} model_op_t;
+
+static void op_free(model_op_t *op) {
+    ql_model_free(&op->model);
+    json_decref(op->segcfg.root);
+    free(op);
+}
+
+static model_op_t *op_new(ql_api_t *api, ql_http_req_t *req) {
+    model_op_t *op = calloc(1, sizeof *op);
+    if (!op) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return NULL;
+    }
+    op->api = api;
+    op->req = req;
+    op->now = ql_api_now(api);
+    return op;
+}
+
+static void model_done(void *arg, int status, const ql_err_t *err) {
+    model_op_t *op = arg;
+    if (status)
+        ql_api_fail_err(op->req, status, err);
+    else {
+        ql_api_jw_t w;
+        ql_api_jw_envelope(&w);
+        ql_api_jw_model(&w, &op->model);
+        ql_api_jw_respond(op->req, &w, NULL);
+    }
+    op_free(op);
+}
+
+static void empty_done(void *arg, int status, const ql_err_t *err) {
+    model_op_t *op = arg;
+    if (status)
+        ql_api_fail_err(op->req, status, err);
+    else
+        ql_api_ok(op->req, json_string(""), NULL);
+    op_free(op);
+}
+
+/* ---- POST /models ---- */
+
+static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    model_op_t *op = arg;
+    return ql_meta_create_model(txn, &op->model, op->now, err);
+}
+
+static void h_create(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_api_model_req_t r;
+    ql_err_t err = {0};
+    int rc = ql_api_parse_model(body, len, &r, &err);
+    json_decref(r.root);
+    if (!rc && r.model.partitioned) {
+        /* ICU checks the pattern here, on the loop thread, never inside the writer. */
+        ql_datefmt_t *fmt;
+        if ((rc = ql_datefmt_open(r.model.partition_format, &fmt, &err)) == 0)
+            ql_datefmt_free(fmt);
+        else
+            ql_err_set(&err, QL_EINVAL, "partition_desc.partition_date_format: %s", err.msg);
+    }
+    if (!rc && r.model.job_template[0] &&
+        !ql_templates_has_set(ql_node_templates(api->node), r.model.job_template))
+        rc = ql_err_set(&err, QL_EINVAL, "job_template: '%s' is not a template set of %s",
+                        r.model.job_template, ql_node_templates(api->node)->source);
+    if (rc) {
+        ql_model_free(&r.model);
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    model_op_t *op = op_new(api, req);
+    if (!op) {
+        ql_model_free(&r.model);
+        return;
+    }
+    op->model = r.model; /* moved */
+    if (!ql_api_submit(api, req, create_fn, op, model_done))
+        op_free(op);
+}
+
+/* ---- GET /models ---- */
+
+typedef struct {
+    ql_txn_t *txn;
+    const char *filter;
+    bool exact;
+    uint64_t first, limit, seen;
+    bool counted; /* the total comes from counters: stop after the page */
+    ql_api_jw_t *w;
+} list_t;
+
+static bool name_matches(const list_t *l, const char *name) {
+    if (!l->filter)
+        return true;
+    if (l->exact)
+        return strcasecmp(name, l->filter) == 0;
+    size_t n = strlen(l->filter);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, l->filter, n) == 0)
+            return true;
+    return false;
+}
+
+static int model_cb(const ql_model_t *m, void *arg) {
+    list_t *l = arg;
+    if (!name_matches(l, m->name))
+        return 0;
+    uint64_t i = l->seen++;
+    if (i >= l->first && i - l->first < l->limit)
+        ql_api_jw_model(l->w, m);
+    return l->counted && l->seen >= l->first + l->limit ? 1 : 0;
+}
+
+static int project_cb(const ql_project_t *p, void *arg) {
+    list_t *l = arg;
+    int rc = ql_model_foreach(l->txn, p->name, model_cb, l);
+    if (rc)
+        return rc;
+    return l->counted && l->seen >= l->first + l->limit ? 1 : 0;
+}
+
+typedef struct {
+    ql_txn_t *txn;
+    uint64_t total;
+} count_t;
+
+static int count_cb(const ql_project_t *p, void *arg) {
+    count_t *c = arg;
+    uint64_t n;
+    int rc = ql_model_count(c->txn, p->name, &n);
+    c->total += n;
+    return rc;
+}
+
+static void h_list(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    ql_api_page_t page;
+    ql_err_t err = {0};
+    bool exact;
+    if (ql_api_paging(req, api->page_size_max, &page, &err) ||
+        ql_api_query_bool(req, "exact", false, &exact, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    const char *project = ql_http_req_query(req, "project");
+    const char *filter = ql_http_req_query(req, "model_name");
+    if (project && !project[0])
+        project = NULL;
+    if (filter && !filter[0])
+        filter = NULL;
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    ql_api_jw_t w;
+    ql_api_jw_envelope(&w);
+    ql_api_jw_page_open(&w);
+    list_t l = {.txn = txn,
+                .filter = filter,
+                .exact = exact,
+                .first = ql_api_page_first(&page),
+                .limit = page.limit,
+                .counted = filter == NULL,
+                .w = &w};
+    uint64_t total = 0;
+    int rc = 0;
+    if (project) {
+        ql_project_t p;
+        if ((rc = ql_api_get_project(txn, project, &p, &err)) == 0) {
+            ql_project_free(&p);
+            if (!filter)
+                rc = ql_model_count(txn, project, &total);
+            if (!rc)
+                rc = ql_model_foreach(txn, project, model_cb, &l);
+        }
+    } else {
+        count_t c = {.txn = txn};
+        if (!filter && (rc = ql_project_foreach(txn, count_cb, &c)) == 0)
+            total = c.total;
+        if (!rc)
+            rc = ql_project_foreach(txn, project_cb, &l);
+    }
+    ql_txn_abort(txn);
+    if (rc) {
+        ql_api_jw_free(&w);
+        if (err.code)
+            ql_api_fail_err(req, rc, &err);
+        else
+            ql_api_fail(req, rc, "cannot list the models: %s", ql_strerror(rc));
+        return;
+    }
+    ql_api_jw_page_close(&w, &page, filter ? l.seen : total);
+    ql_api_jw_respond(req, &w, NULL);
+}
+
+/* ---- PUT /models/{model}/segment_config and /status ---- */
+
+static int load_model(ql_txn_t *txn, model_op_t *op, ql_err_t *err) {
+    ql_model_free(&op->model);
+    return ql_api_get_model(txn, op->project, op->name, QL_DECODE_KEEP_EXTRA, &op->model, err);
+}
+
+static int store_model(ql_txn_t *txn, model_op_t *op, ql_err_t *err) {
+    op->model.modify_time = op->now;
+    int rc = ql_model_put(txn, &op->model);
+    return rc ? ql_err_set(err, rc, "cannot store model '%s': %s", op->name, ql_strerror(rc)) : 0;
+}
+
+/* Merges the given fields over the stored config, validates the result and stores it: the
+ * check and the write see the same record, so a config is stored only if it is valid. */
+static int segcfg_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    model_op_t *op = arg;
+    int rc = load_model(txn, op, err);
+    if (rc)
+        return rc;
+    const ql_api_model_segcfg_req_t *r = &op->segcfg;
+    ql_auto_build_t a = op->model.auto_build;
+    if (!a.present) {
+        memset(&a, 0, sizeof a);
+        a.logical_date_offset_days = INT64_MIN;
+    }
+    bool had_trigger = a.present, had_start = a.present, had_end = a.present;
+    if (r->has_enabled)
+        a.enabled = r->enabled;
+    if (r->trigger_time) {
+        snprintf(a.trigger_time, sizeof a.trigger_time, "%s", r->trigger_time);
+        had_trigger = true;
+    }
+    if (r->start_time) {
+        snprintf(a.data_range_start_time, sizeof a.data_range_start_time, "%s", r->start_time);
+        had_start = true;
+    }
+    if (r->end_time) {
+        snprintf(a.data_range_end_time, sizeof a.data_range_end_time, "%s", r->end_time);
+        had_end = true;
+    }
+    if (r->has_offset)
+        a.logical_date_offset_days = r->offset_days;
+    if (a.logical_date_offset_days == INT64_MIN && had_trigger)
+        return ql_err_set(err, QL_EINVAL,
+                          "auto_segment_build: field 'logical_date_offset_days': is required");
+    ql_auto_build_cfg_t cfg;
+    ql_err_t verr = {0};
+    if (ql_auto_build_validate(a.enabled, had_trigger ? a.trigger_time : NULL,
+                               a.logical_date_offset_days,
+                               had_start ? a.data_range_start_time : NULL,
+                               had_end ? a.data_range_end_time : NULL, &cfg, &verr))
+        return ql_err_set(err, QL_EINVAL, "auto_segment_build: %s", verr.msg);
+    a.present = true;
+    op->model.auto_build = a;
+    return store_model(txn, op, err);
+}
+
+static int status_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    model_op_t *op = arg;
+    int rc = load_model(txn, op, err);
+    if (rc)
+        return rc;
+    op->model.status = op->status;
+    return store_model(txn, op, err);
+}
+
+static model_op_t *path_op(ql_api_t *api, ql_http_req_t *req, const char *project) {
+    const char *name = ql_http_req_param(req, "model");
+    if (!project || !project[0]) {
+        ql_api_fail(req, QL_EINVAL, "project: required (the project of model '%.100s')", name);
+        return NULL;
+    }
+    if (strlen(name) > QL_NAME_MAX || strlen(project) > QL_NAME_MAX) {
+        ql_api_fail(req, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
+                    project);
+        return NULL;
+    }
+    model_op_t *op = op_new(api, req);
+    if (op) {
+        snprintf(op->project, sizeof op->project, "%s", project);
+        snprintf(op->name, sizeof op->name, "%s", name);
+    }
+    return op;
+}
+
+static void h_segcfg(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_api_model_segcfg_req_t r;
+    ql_err_t err = {0};
+    if (ql_api_parse_model_segcfg(body, len, &r, &err)) {
+        json_decref(r.root);
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    model_op_t *op = path_op(api, req, r.project);
+    if (!op) {
+        json_decref(r.root);
+        return;
+    }
+    op->segcfg = r; /* moved, with its root */
+    if (!ql_api_submit(api, req, segcfg_fn, op, empty_done))
+        op_free(op);
+}
+
+static void h_status(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_api_model_status_req_t r;
+    ql_err_t err = {0};
+    if (ql_api_parse_model_status(body, len, &r, &err)) {
+        json_decref(r.root);
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    model_op_t *op = path_op(api, req, r.project);
+    if (op) {
+        op->status = r.status;
+        if (!ql_api_submit(api, req, status_fn, op, empty_done))
+            op_free(op);
+    }
+    json_decref(r.root);
+}
+
+/* ---- GET /models/{model}/auto_segment_build/status ---- */
+
+static json_t *decision_json(const ql_decision_t *d) {
+    json_t *o = json_object();
+    json_t *rel = json_array();
+    size_t n = d->n_related < QL_DECISION_MAX_RELATED ? d->n_related : QL_DECISION_MAX_RELATED;
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(rel, ql_api_id_json(&d->related[i]));
+    json_object_set_new(o, "project", json_string(d->project));
+    json_object_set_new(o, "model", json_string(d->model_name));
+    json_object_set_new(o, "state", json_string(ql_cycle_state_name(d->state)));
+    json_object_set_new(o, "target_start", json_integer(d->target_start));
+    json_object_set_new(o, "target_end", json_integer(d->target_end));
+    json_object_set_new(o, "occurrence", json_integer(d->occurrence));
+    json_object_set_new(o, "related_segments", rel);
+    json_object_set_new(o, "related_segments_count", json_integer((json_int_t)d->n_related));
+    json_object_set_new(
+        o, "reason",
+        json_string(d->state == QL_CYCLE_SKIPPED ? ql_skip_reason_name(d->reason) : d->message));
+    json_object_set_new(o, "message", json_string(d->message));
+    json_object_set_new(o, "job_id", ql_api_id_json(&d->job));
+    json_object_set_new(o, "from_cache", json_boolean(d->from_cache));
+    json_object_set_new(o, "evaluated_at", json_integer(d->evaluated_at));
+    return o;
+}
+
+static void h_auto_status(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    const char *project = ql_http_req_query(req, "project");
+    const char *name = ql_http_req_param(req, "model");
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    ql_model_t m;
+    ql_err_t err = {0};
+    int rc = ql_api_get_model(txn, project, name, 0, &m, &err);
+    ql_txn_abort(txn);
+    if (rc) {
+        ql_api_fail_err(req, rc, &err);
+        return;
+    }
+    ql_decision_t d = {0};
+    d.model = m.id;
+    snprintf(d.project, sizeof d.project, "%s", m.project);
+    snprintf(d.model_name, sizeof d.model_name, "%s", m.name);
+    ql_model_free(&m);
+    ql_dispatcher_t *disp = ql_node_dispatcher(api->node);
+    char msg[400] = "";
+    if (!disp) {
+        const char *holder = ql_node_lock_holder(api->node);
+        if (!api->writes_allowed)
+            snprintf(msg, sizeof msg,
+                     "this server runs in mode '%s' and has no dispatcher: ask the "
+                     "job-scheduler master",
+                     api->mode);
+        else
+            snprintf(msg, sizeof msg,
+                     "this server is a standby and runs no dispatcher (the job engine lock is "
+                     "held by %s): ask the job-scheduler master",
+                     holder[0] ? holder : "another server");
+        json_t *o = decision_json(&d);
+        json_object_set_new(o, "state", json_string("UNKNOWN"));
+        json_object_set_new(o, "reason", json_string("no dispatcher on this server"));
+        ql_api_ok(req, o, msg);
+        return;
+    }
+    if (ql_dispatcher_decision(disp, &d.model, &d) != 0) {
+        json_t *o = decision_json(&d);
+        json_object_set_new(o, "reason", json_string("not evaluated yet"));
+        ql_api_ok(req, o, "the dispatcher has not evaluated this model since the server started");
+        return;
+    }
+    ql_api_ok(req, decision_json(&d), NULL);
+}
+
+int ql_api_routes_models(ql_api_t *api) {
+    int rc;
+    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/models", "models.create",
+                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
+        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/models", "models.list",
+                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
+        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/segment_config",
+                                 "models.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)) ||
+        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/status",
+                                 "models.status", QL_HTTP_ROUTE_AUTH, h_status, api)) ||
+        (rc = ql_http_router_add(
+             api->router, "GET", QL_API_BASE "/models/{model}/auto_segment_build/status",
+             "models.auto_build_status", QL_HTTP_ROUTE_AUTH, h_auto_status, api)))
+        return rc;
+    return 0;
+}

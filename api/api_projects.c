@@ -1,0 +1,266 @@
+/*
+ * Projects: POST /projects, GET /projects, PUT /projects/{project}/config and
+ * PUT /projects/{project}/segment_config. Writes are writer mutations answered after commit.
+ */
+#include "api/api_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct project_op {
+    ql_api_t *api;
+    ql_http_req_t *req;
+    int64_t now;
+    char name[QL_NAME_MAX + 1];
+    ql_project_t project;       /* create: the new project; updates: the result */
+    ql_api_config_req_t config; /* PUT config */
+    bool enabled;               /* PUT segment_config */
+} project_op_t;
+
+static void op_free(project_op_t *op) {
+    ql_project_free(&op->project);
+    ql_api_config_req_free(&op->config);
+    free(op);
+}
+
+static project_op_t *op_new(ql_api_t *api, ql_http_req_t *req) {
+    project_op_t *op = calloc(1, sizeof *op);
+    if (!op) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return NULL;
+    }
+    op->api = api;
+    op->req = req;
+    op->now = ql_api_now(api);
+    return op;
+}
+
+static void respond_project(ql_http_req_t *req, const ql_project_t *p) {
+    ql_api_jw_t w;
+    ql_api_jw_envelope(&w);
+    ql_api_jw_project(&w, p);
+    ql_api_jw_respond(req, &w, NULL);
+}
+
+/* Every project write answers with the project as stored. */
+static void project_done(void *arg, int status, const ql_err_t *err) {
+    project_op_t *op = arg;
+    if (status)
+        ql_api_fail_err(op->req, status, err);
+    else
+        respond_project(op->req, &op->project);
+    op_free(op);
+}
+
+/* Answers "" (Kylin's data for config updates). */
+static void empty_done(void *arg, int status, const ql_err_t *err) {
+    project_op_t *op = arg;
+    if (status)
+        ql_api_fail_err(op->req, status, err);
+    else
+        ql_api_ok(op->req, json_string(""), NULL);
+    op_free(op);
+}
+
+/* ---- POST /projects ---- */
+
+static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    project_op_t *op = arg;
+    return ql_meta_create_project(txn, &op->project, op->now, err);
+}
+
+static void h_create(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_api_project_req_t r;
+    ql_err_t err = {0};
+    if (ql_api_parse_project(body, len, &r, &err)) {
+        json_decref(r.root);
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    project_op_t *op = op_new(api, req);
+    if (op) {
+        snprintf(op->project.name, sizeof op->project.name, "%s", r.name);
+        if (r.description && !(op->project.description = strdup(r.description))) {
+            ql_api_fail(req, UV_ENOMEM, "out of memory");
+            op_free(op);
+        } else if (!ql_api_submit(api, req, create_fn, op, project_done)) {
+            op_free(op);
+        }
+    }
+    json_decref(r.root);
+}
+
+/* ---- GET /projects ---- */
+
+typedef struct {
+    const char *filter;
+    uint64_t first, limit, seen;
+    ql_api_jw_t *w;
+} list_t;
+
+static bool name_matches(const char *name, const char *filter) {
+    if (!filter || !filter[0])
+        return true;
+    size_t n = strlen(filter);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, filter, n) == 0)
+            return true;
+    return false;
+}
+
+static int list_cb(const ql_project_t *p, void *arg) {
+    list_t *l = arg;
+    if (!name_matches(p->name, l->filter))
+        return 0;
+    uint64_t i = l->seen++;
+    if (i >= l->first && i - l->first < l->limit)
+        ql_api_jw_project(l->w, p);
+    /* Without a filter the total comes from the counter: stop after the page. */
+    if (!l->filter && l->seen >= l->first + l->limit)
+        return 1;
+    return 0;
+}
+
+static void h_list(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    ql_api_page_t page;
+    ql_err_t err = {0};
+    if (ql_api_paging(req, api->page_size_max, &page, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    const char *filter = ql_http_req_query(req, "project");
+    if (filter && !filter[0])
+        filter = NULL;
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn)
+        return;
+    ql_api_jw_t w;
+    ql_api_jw_envelope(&w);
+    ql_api_jw_page_open(&w);
+    list_t l = {.filter = filter, .first = ql_api_page_first(&page), .limit = page.limit, .w = &w};
+    uint64_t total = 0;
+    int rc = filter ? 0 : ql_project_count(txn, &total);
+    if (!rc)
+        rc = ql_project_foreach(txn, list_cb, &l);
+    ql_txn_abort(txn);
+    if (rc) {
+        ql_api_jw_free(&w);
+        ql_api_fail(req, rc, "cannot list the projects: %s", ql_strerror(rc));
+        return;
+    }
+    ql_api_jw_page_close(&w, &page, filter ? l.seen : total);
+    ql_api_jw_respond(req, &w, NULL);
+}
+
+/* ---- PUT /projects/{project}/config and /segment_config ---- */
+
+static int load_project(ql_txn_t *txn, project_op_t *op, ql_err_t *err) {
+    ql_project_free(&op->project);
+    int rc = ql_project_get(txn, op->name, QL_DECODE_KEEP_EXTRA, &op->project);
+    if (rc == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "project '%s' not found", op->name);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read project '%s': %s", op->name, ql_strerror(rc));
+    return 0;
+}
+
+static int store_project(ql_txn_t *txn, project_op_t *op, ql_err_t *err) {
+    op->project.modify_time = op->now;
+    int rc = ql_project_put(txn, &op->project);
+    return rc ? ql_err_set(err, rc, "cannot store project '%s': %s", op->name, ql_strerror(rc)) : 0;
+}
+
+static int config_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    project_op_t *op = arg;
+    int rc = load_project(txn, op, err);
+    for (size_t i = 0; !rc && i < op->config.n; i++)
+        if (ql_strmap_set(&op->project.config, op->config.keys[i], op->config.values[i]))
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+    return rc ? rc : store_project(txn, op, err);
+}
+
+static int segcfg_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    project_op_t *op = arg;
+    int rc = load_project(txn, op, err);
+    if (rc)
+        return rc;
+    op->project.auto_segment_build_enabled = op->enabled;
+    return store_project(txn, op, err);
+}
+
+static project_op_t *path_op(ql_api_t *api, ql_http_req_t *req) {
+    const char *name = ql_http_req_param(req, "project");
+    if (strlen(name) > QL_NAME_MAX) {
+        ql_api_fail(req, QL_ENOTFOUND, "project '%.100s...' not found", name);
+        return NULL;
+    }
+    project_op_t *op = op_new(api, req);
+    if (op)
+        snprintf(op->name, sizeof op->name, "%s", name);
+    return op;
+}
+
+static void h_config(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    project_op_t *op = path_op(api, req);
+    if (!op)
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_err_t err = {0};
+    if (ql_api_parse_config(body, len, &op->config, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        op_free(op);
+        return;
+    }
+    if (!ql_api_submit(api, req, config_fn, op, empty_done))
+        op_free(op);
+}
+
+static void h_segcfg(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_WRITE))
+        return;
+    size_t len;
+    const char *body = ql_http_req_body(req, &len);
+    ql_api_project_segcfg_req_t r;
+    ql_err_t err = {0};
+    int rc = ql_api_parse_project_segcfg(body, len, &r, &err);
+    json_decref(r.root);
+    if (rc) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return;
+    }
+    project_op_t *op = path_op(api, req);
+    if (!op)
+        return;
+    op->enabled = r.enabled;
+    if (!ql_api_submit(api, req, segcfg_fn, op, empty_done))
+        op_free(op);
+}
+
+int ql_api_routes_projects(ql_api_t *api) {
+    int rc;
+    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/projects", "projects.create",
+                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
+        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/projects", "projects.list",
+                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
+        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/projects/{project}/config",
+                                 "projects.config", QL_HTTP_ROUTE_AUTH, h_config, api)) ||
+        (rc = ql_http_router_add(api->router, "PUT",
+                                 QL_API_BASE "/projects/{project}/segment_config",
+                                 "projects.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)))
+        return rc;
+    return 0;
+}

@@ -1,0 +1,347 @@
+/*
+ * Request bodies of the write endpoints, parsed into plain structs before anything touches the
+ * store: unknown fields, wrong types and values out of range are a 400 naming the field. Pure
+ * functions (the fuzz harness drives them with arbitrary bytes).
+ */
+#include "api/api_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int parse_root(const char *body, size_t len, json_t **root, const ql_api_field_t *fields,
+                      ql_err_t *err) {
+    int rc = ql_api_json_parse(body, len, root, err);
+    if (!rc)
+        rc = ql_api_json_check(*root, "request body", fields, err);
+    return rc;
+}
+
+/* Copies a string field into a fixed buffer, refusing one that does not fit. */
+static int copy_str(char *dst, size_t cap, const char *field, const char *s, ql_err_t *err) {
+    size_t n = strlen(s);
+    if (n >= cap)
+        return ql_err_set(err, QL_EINVAL, "%s: longer than %zu characters", field, cap - 1);
+    memcpy(dst, s, n + 1);
+    return 0;
+}
+
+int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err) {
+    static const ql_api_field_t fields[] = {
+        {"name", AJ_STRING, true}, {"description", AJ_STRING, false}, {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->name = ql_api_json_str(out->root, "name");
+    out->description = ql_api_json_str(out->root, "description");
+    if ((rc = ql_meta_check_name("name", out->name, err)))
+        return rc;
+    if (out->description && strlen(out->description) > 4096)
+        return ql_err_set(err, QL_EINVAL, "description: longer than 4096 characters");
+    return 0;
+}
+
+void ql_api_config_req_free(ql_api_config_req_t *r) {
+    for (size_t i = 0; i < r->n; i++)
+        free(r->values[i]);
+    json_decref(r->root);
+    memset(r, 0, sizeof *r);
+}
+
+int ql_api_parse_config(const char *body, size_t len, ql_api_config_req_t *out, ql_err_t *err) {
+    memset(out, 0, sizeof *out);
+    int rc = ql_api_json_parse(body, len, &out->root, err);
+    if (rc)
+        return rc;
+    if (json_object_size(out->root) == 0)
+        return ql_err_set(err, QL_EINVAL,
+                          "request body: expected a map of config keys to values, e.g. "
+                          "{\"kylin.web.timezone\":\"Asia/Shanghai\"}");
+    if (json_object_size(out->root) > QL_API_MAX_CONFIG_KEYS)
+        return ql_err_set(err, QL_EINVAL, "request body: more than %d config keys",
+                          QL_API_MAX_CONFIG_KEYS);
+    const char *key;
+    json_t *v;
+    json_object_foreach(out->root, key, v) {
+        char *text = NULL;
+        if (json_is_string(v)) {
+            text = strdup(json_string_value(v));
+        } else if (json_is_integer(v)) {
+            if (asprintf(&text, "%lld", (long long)json_integer_value(v)) < 0)
+                text = NULL;
+        } else if (json_is_boolean(v)) {
+            text = strdup(json_is_true(v) ? "true" : "false");
+        } else if (json_is_null(v)) {
+            /* null removes the project's override. */
+        } else {
+            return ql_err_set(err, QL_EINVAL,
+                              "config key '%.128s': expected a string, an integer, a boolean or "
+                              "null (to remove the override)",
+                              key);
+        }
+        if (!json_is_null(v) && !text)
+            return ql_err_set(err, UV_ENOMEM, "out of memory");
+        out->keys[out->n] = key;
+        out->values[out->n] = text;
+        out->n++;
+        if (text && (rc = ql_config_validate_project_key(key, text, err)))
+            return rc;
+        if (!text && !ql_config_find_option(key))
+            return ql_config_validate_project_key(key, "", err);
+    }
+    return 0;
+}
+
+int ql_api_parse_project_segcfg(const char *body, size_t len, ql_api_project_segcfg_req_t *out,
+                                ql_err_t *err) {
+    static const ql_api_field_t fields[] = {{"auto_segment_build_enabled", AJ_BOOL, true},
+                                            {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (!rc)
+        out->enabled = json_is_true(json_object_get(out->root, "auto_segment_build_enabled"));
+    return rc;
+}
+
+int ql_api_parse_model(const char *body, size_t len, ql_api_model_req_t *out, ql_err_t *err) {
+    static const ql_api_field_t fields[] = {
+        {"project", AJ_STRING, true},         {"name", AJ_STRING, true},
+        {"model_type", AJ_STRING, false},     {"status", AJ_STRING, false},
+        {"partition_desc", AJ_OBJECT, false}, {"multi_partition_desc", AJ_OBJECT, false},
+        {"job_template", AJ_STRING, false},   {NULL, 0, false}};
+    static const ql_api_field_t part_fields[] = {{"partition_date_column", AJ_STRING, true},
+                                                 {"partition_date_format", AJ_STRING, true},
+                                                 {NULL, 0, false}};
+    static const ql_api_field_t multi_fields[] = {{"columns", AJ_STRLIST, true}, {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    ql_model_t *m = &out->model;
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    const char *s;
+    if ((rc = copy_str(m->project, sizeof m->project, "project",
+                       ql_api_json_str(out->root, "project"), err)) ||
+        (rc = copy_str(m->name, sizeof m->name, "name", ql_api_json_str(out->root, "name"), err)))
+        return rc;
+    if ((rc = ql_meta_check_name("name", m->name, err)))
+        return rc;
+    m->type = QL_MODEL_BATCH;
+    if ((s = ql_api_json_str(out->root, "model_type")) && ql_model_type_parse(s, &m->type))
+        return ql_err_set(err, QL_EINVAL, "model_type: '%.64s' is not BATCH or STREAMING", s);
+    m->status = QL_MODEL_ONLINE;
+    if ((s = ql_api_json_str(out->root, "status")) && ql_model_status_parse(s, &m->status))
+        return ql_err_set(err, QL_EINVAL, "status: '%.64s' is not ONLINE, OFFLINE or BROKEN", s);
+    const json_t *pd = json_object_get(out->root, "partition_desc");
+    if (pd && !json_is_null(pd)) {
+        if ((rc = ql_api_json_check(pd, "partition_desc", part_fields, err)))
+            return rc;
+        m->partitioned = true;
+        if ((rc = copy_str(m->partition_column, sizeof m->partition_column,
+                           "partition_desc.partition_date_column",
+                           ql_api_json_str(pd, "partition_date_column"), err)) ||
+            (rc = copy_str(m->partition_format, sizeof m->partition_format,
+                           "partition_desc.partition_date_format",
+                           ql_api_json_str(pd, "partition_date_format"), err)))
+            return rc;
+        if (!m->partition_column[0])
+            return ql_err_set(err, QL_EINVAL,
+                              "partition_desc.partition_date_column: must not be empty");
+        if (!m->partition_format[0])
+            return ql_err_set(err, QL_EINVAL,
+                              "partition_desc.partition_date_format: must not be empty");
+    }
+    const json_t *mp = json_object_get(out->root, "multi_partition_desc");
+    if (mp && !json_is_null(mp)) {
+        if ((rc = ql_api_json_check(mp, "multi_partition_desc", multi_fields, err)))
+            return rc;
+        const json_t *cols = json_object_get(mp, "columns");
+        if (json_array_size(cols) == 0)
+            return ql_err_set(err, QL_EINVAL,
+                              "multi_partition_desc.columns: expected at least one column");
+        ql_api_sb_t b = {0};
+        for (size_t i = 0; i < json_array_size(cols); i++) {
+            const char *c = json_string_value(json_array_get(cols, i));
+            if (!c[0] || strchr(c, ',') || strlen(c) > QL_COLUMN_MAX) {
+                ql_api_sb_free(&b);
+                return ql_err_set(err, QL_EINVAL,
+                                  "multi_partition_desc.columns[%zu]: expected a column name of "
+                                  "1 to %d characters without ','",
+                                  i, QL_COLUMN_MAX);
+            }
+            ql_api_sb_printf(&b, "%s%s", i ? "," : "", c);
+        }
+        if (b.failed) {
+            ql_api_sb_free(&b);
+            return ql_err_set(err, UV_ENOMEM, "out of memory");
+        }
+        m->multi_partition_columns = b.p; /* owned by the model now */
+    }
+    if ((s = ql_api_json_str(out->root, "job_template")) && s[0]) {
+        if ((rc = copy_str(m->job_template, sizeof m->job_template, "job_template", s, err)) ||
+            (rc = ql_meta_check_name("job_template", s, err)))
+            return rc;
+    }
+    return 0;
+}
+
+int ql_api_parse_model_segcfg(const char *body, size_t len, ql_api_model_segcfg_req_t *out,
+                              ql_err_t *err) {
+    static const ql_api_field_t fields[] = {
+        {"project", AJ_STRING, true}, {"auto_segment_build", AJ_OBJECT, true}, {NULL, 0, false}};
+    static const ql_api_field_t asb[] = {{"enabled", AJ_BOOL, false},
+                                         {"trigger_time", AJ_STRING, false},
+                                         {"logical_date_offset_days", AJ_INT, false},
+                                         {"data_range_start_time", AJ_STRING, false},
+                                         {"data_range_end_time", AJ_STRING, false},
+                                         {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->project = ql_api_json_str(out->root, "project");
+    const json_t *a = json_object_get(out->root, "auto_segment_build");
+    if ((rc = ql_api_json_check(a, "auto_segment_build", asb, err)))
+        return rc;
+    if (ql_api_json_has(a, "enabled")) {
+        out->has_enabled = true;
+        out->enabled = json_is_true(json_object_get(a, "enabled"));
+    }
+    out->trigger_time = ql_api_json_str(a, "trigger_time");
+    out->start_time = ql_api_json_str(a, "data_range_start_time");
+    out->end_time = ql_api_json_str(a, "data_range_end_time");
+    if (ql_api_json_has(a, "logical_date_offset_days")) {
+        out->has_offset = true;
+        out->offset_days = json_integer_value(json_object_get(a, "logical_date_offset_days"));
+    }
+    /* Stored strings have a fixed size; a longer one can only be invalid anyway. */
+    const char *const strs[] = {out->trigger_time, out->start_time, out->end_time};
+    const char *const names[] = {"trigger_time", "data_range_start_time", "data_range_end_time"};
+    for (int i = 0; i < 3; i++)
+        if (strs[i] && strlen(strs[i]) > QL_HMS_MAX)
+            return ql_err_set(err, QL_EINVAL,
+                              "auto_segment_build.%s: '%.32s' is not a time of day HH:mm:ss",
+                              names[i], strs[i]);
+    return 0;
+}
+
+int ql_api_parse_model_status(const char *body, size_t len, ql_api_model_status_req_t *out,
+                              ql_err_t *err) {
+    static const ql_api_field_t fields[] = {
+        {"project", AJ_STRING, true}, {"status", AJ_STRING, true}, {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->project = ql_api_json_str(out->root, "project");
+    const char *s = ql_api_json_str(out->root, "status");
+    if (ql_model_status_parse(s, &out->status))
+        return ql_err_set(err, QL_EINVAL, "status: '%.64s' is not ONLINE, OFFLINE or BROKEN", s);
+    return 0;
+}
+
+int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql_err_t *err) {
+    static const ql_api_field_t fields[] = {{"project", AJ_STRING, true},
+                                            {"start", AJ_TIME, false},
+                                            {"end", AJ_TIME, false},
+                                            {"priority", AJ_INT, false},
+                                            {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->project = ql_api_json_str(out->root, "project");
+    bool hs = ql_api_json_has(out->root, "start"), he = ql_api_json_has(out->root, "end");
+    if (hs != he)
+        return ql_err_set(err, QL_ENORANGE, "%s: a build gives both start and end, or neither",
+                          hs ? "end" : "start");
+    if (hs) {
+        if ((rc = ql_api_json_time(json_object_get(out->root, "start"), "start", &out->start,
+                                   err)) ||
+            (rc = ql_api_json_time(json_object_get(out->root, "end"), "end", &out->end, err)))
+            return rc;
+        out->has_range = true;
+        if (out->start >= out->end)
+            return ql_err_set(err, QL_EINVAL,
+                              "start: %lld is not earlier than end %lld (ranges are [start, end) "
+                              "in epoch milliseconds)",
+                              (long long)out->start, (long long)out->end);
+    }
+    out->priority = QL_PRIORITY_DEFAULT;
+    if (ql_api_json_has(out->root, "priority")) {
+        json_int_t p = json_integer_value(json_object_get(out->root, "priority"));
+        if (p < QL_PRIORITY_MIN || p > QL_PRIORITY_MAX)
+            return ql_err_set(err, QL_EINVAL, "priority: %lld is outside %d..%d (0 is highest)",
+                              (long long)p, QL_PRIORITY_MIN, QL_PRIORITY_MAX);
+        out->priority = (int)p;
+    }
+    return 0;
+}
+
+void ql_api_ids_req_free(ql_api_ids_req_t *r) {
+    free(r->ids);
+    json_decref(r->root);
+    memset(r, 0, sizeof *r);
+}
+
+/* Parses an array of ids (checked as AJ_STRLIST) into out->ids: well-formed, no repeats. */
+static int parse_ids(const json_t *arr, const char *field, const char *what, ql_api_ids_req_t *out,
+                     ql_err_t *err) {
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return ql_err_set(err, QL_EINVAL, "%s: expected at least one %s id", field, what);
+    if (n > QL_API_MAX_IDS)
+        return ql_err_set(err, QL_EINVAL, "%s: more than %d ids", field, QL_API_MAX_IDS);
+    if (!(out->ids = calloc(n, sizeof *out->ids)))
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (ql_id_parse(s, &out->ids[i]))
+            return ql_err_set(err, QL_EINVAL, "%s[%zu]: '%.64s' is not a %s id", field, i, s, what);
+        for (size_t k = 0; k < i; k++)
+            if (ql_id_eq(&out->ids[k], &out->ids[i]))
+                return ql_err_set(err, QL_EINVAL, "%s: %s %s is named twice", field, what, s);
+        out->n = i + 1;
+    }
+    return 0;
+}
+
+int ql_api_parse_segments_put(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err) {
+    static const ql_api_field_t fields[] = {{"project", AJ_STRING, true},
+                                            {"type", AJ_STRING, true},
+                                            {"ids", AJ_STRLIST, true},
+                                            {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->project = ql_api_json_str(out->root, "project");
+    const char *type = ql_api_json_str(out->root, "type");
+    if (strcmp(type, "MERGE") == 0)
+        out->merge = true;
+    else if (strcmp(type, "REFRESH") != 0)
+        return ql_err_set(err, QL_EINVAL, "type: '%.64s' is not MERGE or REFRESH", type);
+    if ((rc = parse_ids(json_object_get(out->root, "ids"), "ids", "segment", out, err)))
+        return rc;
+    if (out->merge && out->n < 2)
+        return ql_err_set(err, QL_EINVAL, "ids: a merge needs at least two segments, got %zu",
+                          out->n);
+    return 0;
+}
+
+int ql_api_parse_job_status(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err) {
+    static const ql_api_field_t fields[] = {{"project", AJ_STRING, false},
+                                            {"job_ids", AJ_STRLIST, true},
+                                            {"action", AJ_STRING, true},
+                                            {NULL, 0, false}};
+    memset(out, 0, sizeof *out);
+    int rc = parse_root(body, len, &out->root, fields, err);
+    if (rc)
+        return rc;
+    out->project = ql_api_json_str(out->root, "project");
+    const char *action = ql_api_json_str(out->root, "action");
+    if (ql_action_parse(action, &out->action))
+        return ql_err_set(err, QL_EINVAL,
+                          "action: '%.64s' is not PAUSE, RESUME, DISCARD or RESTART", action);
+    return parse_ids(json_object_get(out->root, "job_ids"), "job_ids", "job", out, err);
+}

@@ -1,0 +1,222 @@
+/*
+ * GET /healthz (no auth) and GET /metrics (Prometheus text format 0.0.4; auth per
+ * qilin.metrics.require-auth). Both are outside /kylin/api and read only counters: the job
+ * counts come from the store's per-state counters, never from a scan.
+ */
+#include "api/api_int.h"
+
+#include <string.h>
+
+#define TEXT_TYPE "text/plain; charset=utf-8"
+#define PROM_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+static void h_healthz(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    static const char down[] = "shutting down\n";
+    if (api->closing) {
+        ql_http_respond(req, 503, TEXT_TYPE, down, sizeof down - 1);
+        return;
+    }
+    /* This handler runs on the loop thread, so answering proves the loop is alive; a read
+     * transaction and a counter read prove the store is readable. */
+    ql_txn_t *txn;
+    uint64_t n = 0;
+    int rc = ql_txn_begin(ql_node_store(api->node), false, &txn);
+    if (!rc) {
+        rc = ql_project_count(txn, &n);
+        ql_txn_abort(txn);
+    }
+    if (rc) {
+        char msg[160];
+        int len = snprintf(msg, sizeof msg, "store unreadable: %s\n", ql_strerror(rc));
+        ql_http_respond(req, 503, TEXT_TYPE, msg, (size_t)len);
+        return;
+    }
+    static const char ok[] = "ok\n";
+    ql_http_respond(req, 200, TEXT_TYPE, ok, sizeof ok - 1);
+}
+
+static void metric(ql_api_sb_t *b, const char *name, const char *type, const char *help) {
+    ql_api_sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void stat_cb(const char *route, int status, uint64_t count, void *arg) {
+    ql_api_sb_printf(arg, "qilin_api_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route,
+                     status, (unsigned long long)count);
+}
+
+static void write_jobs(ql_api_t *api, ql_api_sb_t *b) {
+    ql_txn_t *txn;
+    if (ql_txn_begin(ql_node_store(api->node), false, &txn))
+        return;
+    metric(b, "qilin_jobs", "gauge", "Jobs in the store by state (from the state counters).");
+    for (int s = 0; s < QL_JOB_STATE_COUNT; s++) {
+        uint64_t n = 0;
+        if (ql_job_count(txn, NULL, 1u << s, &n) == 0)
+            ql_api_sb_printf(b, "qilin_jobs{state=\"%s\"} %llu\n", ql_state_name((ql_state_t)s),
+                             (unsigned long long)n);
+    }
+    uint64_t projects = 0;
+    if (ql_project_count(txn, &projects) == 0) {
+        metric(b, "qilin_projects", "gauge", "Projects in the store.");
+        ql_api_sb_printf(b, "qilin_projects %llu\n", (unsigned long long)projects);
+    }
+    ql_txn_abort(txn);
+}
+
+static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
+    ql_dispatcher_t *d = ql_node_dispatcher(api->node);
+    ql_dispatcher_stats_t ds = {0};
+    if (d)
+        ql_dispatcher_get_stats(d, &ds);
+    metric(b, "qilin_dispatcher_active", "gauge",
+           "1 when this server runs the automatic segment build dispatcher.");
+    ql_api_sb_printf(b, "qilin_dispatcher_active %d\n", d ? 1 : 0);
+    metric(b, "qilin_dispatcher_scans_total", "counter", "Dispatcher scans run.");
+    ql_api_sb_printf(b, "qilin_dispatcher_scans_total %llu\n", (unsigned long long)ds.scans);
+    metric(b, "qilin_dispatcher_last_scan_duration_seconds", "gauge",
+           "Duration of the last dispatcher scan.");
+    ql_api_sb_printf(b, "qilin_dispatcher_last_scan_duration_seconds %.6f\n",
+                     (double)ds.last_scan_us / 1e6);
+    metric(b, "qilin_dispatcher_last_scan_cycles", "gauge",
+           "Decisions of the last dispatcher scan by cycle state.");
+    for (int s = QL_CYCLE_COVERED; s < QL_CYCLE_STATE_COUNT; s++)
+        ql_api_sb_printf(b, "qilin_dispatcher_last_scan_cycles{state=\"%s\"} %llu\n",
+                         ql_cycle_state_name((ql_cycle_state_t)s),
+                         (unsigned long long)ds.states[s]);
+    metric(b, "qilin_dispatcher_cycle_cache_entries", "gauge",
+           "Cycles in the dispatcher's cycle cache.");
+    ql_api_sb_printf(b, "qilin_dispatcher_cycle_cache_entries %zu\n", ds.cache_entries);
+
+    ql_api_stats_t as = api->stats;
+    metric(b, "qilin_submissions_total", "counter", "Jobs submitted, by source and job type.");
+    ql_api_sb_printf(b,
+                     "qilin_submissions_total{source=\"api\",type=\"INC_BUILD\"} %llu\n"
+                     "qilin_submissions_total{source=\"api\",type=\"INDEX_MERGE\"} %llu\n"
+                     "qilin_submissions_total{source=\"api\",type=\"INDEX_REFRESH\"} %llu\n"
+                     "qilin_submissions_total{source=\"api\",type=\"adhoc\"} %llu\n"
+                     "qilin_submissions_total{source=\"dispatcher\",type=\"INC_BUILD\"} %llu\n",
+                     (unsigned long long)as.builds, (unsigned long long)as.merges,
+                     (unsigned long long)as.refreshes, (unsigned long long)as.adhoc,
+                     (unsigned long long)ds.submitted);
+    metric(b, "qilin_submission_failures_total", "counter",
+           "Submissions refused by the store's rules (overlaps, conflicts) or failed.");
+    ql_api_sb_printf(b,
+                     "qilin_submission_failures_total{source=\"api\"} %llu\n"
+                     "qilin_submission_failures_total{source=\"dispatcher\"} %llu\n",
+                     (unsigned long long)as.submit_failures,
+                     (unsigned long long)ds.submit_failures);
+    metric(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.");
+    ql_api_sb_printf(b, "qilin_job_actions_total %llu\n", (unsigned long long)as.actions);
+}
+
+static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
+    ql_sched_t *s = ql_node_sched(api->node);
+    ql_sched_stats_t ss = {0};
+    if (s)
+        ql_sched_get_stats(s, &ss);
+    metric(b, "qilin_scheduler_master", "gauge",
+           "1 when this server holds the job engine lock and schedules.");
+    ql_api_sb_printf(b, "qilin_scheduler_master %d\n", ql_node_is_master(api->node) ? 1 : 0);
+    metric(b, "qilin_scheduler_running_jobs", "gauge", "Jobs running on this server now.");
+    ql_api_sb_printf(b, "qilin_scheduler_running_jobs %u\n", ss.running);
+    metric(b, "qilin_scheduler_jobs_picked_total", "counter", "Jobs started by this server.");
+    ql_api_sb_printf(b, "qilin_scheduler_jobs_picked_total %llu\n", (unsigned long long)ss.picked);
+    metric(b, "qilin_scheduler_steps_run_total", "counter", "Step tries started by this server.");
+    ql_api_sb_printf(b, "qilin_scheduler_steps_run_total %llu\n", (unsigned long long)ss.steps_run);
+
+    ql_writer_stats_t ws;
+    ql_writer_get_stats(ql_node_writer(api->node), &ws);
+    metric(b, "qilin_writer_commits_total", "counter",
+           "Write transactions committed (each one fsync, shared by its batch).");
+    ql_api_sb_printf(b, "qilin_writer_commits_total %llu\n", (unsigned long long)ws.batches);
+    metric(b, "qilin_writer_mutations_total", "counter", "Mutations applied by the writer.");
+    ql_api_sb_printf(b, "qilin_writer_mutations_total %llu\n", (unsigned long long)ws.mutations);
+    metric(b, "qilin_writer_mutations_failed_total", "counter", "Mutations that failed.");
+    ql_api_sb_printf(b, "qilin_writer_mutations_failed_total %llu\n",
+                     (unsigned long long)ws.failed);
+    metric(b, "qilin_writer_max_batch", "gauge", "Largest group commit so far (mutations).");
+    ql_api_sb_printf(b, "qilin_writer_max_batch %llu\n", (unsigned long long)ws.max_batch);
+
+    ql_store_stat_t st;
+    if (ql_store_stat(ql_node_store(api->node), &st) == 0) {
+        metric(b, "qilin_store_map_size_bytes", "gauge", "The store's map size limit.");
+        ql_api_sb_printf(b, "qilin_store_map_size_bytes %llu\n", (unsigned long long)st.map_size);
+        metric(b, "qilin_store_used_bytes", "gauge", "Pages of the store in use.");
+        ql_api_sb_printf(b, "qilin_store_used_bytes %llu\n", (unsigned long long)st.used_bytes);
+        metric(b, "qilin_store_file_bytes", "gauge", "Size of the store's data file.");
+        ql_api_sb_printf(b, "qilin_store_file_bytes %llu\n", (unsigned long long)st.file_bytes);
+    }
+}
+
+static void write_http(ql_api_t *api, ql_api_sb_t *b) {
+    metric(b, "qilin_api_requests_total", "counter", "HTTP responses by route and status.");
+    ql_http_server_foreach_stat(api->server, stat_cb, b);
+    ql_http_counters_t hc;
+    ql_http_server_counters(api->server, &hc);
+    metric(b, "qilin_http_connections_accepted_total", "counter", "Connections accepted.");
+    ql_api_sb_printf(b, "qilin_http_connections_accepted_total %llu\n",
+                     (unsigned long long)hc.accepted);
+    metric(b, "qilin_http_connections_rejected_total", "counter",
+           "Connections refused (qilin.http.max-connections).");
+    ql_api_sb_printf(b, "qilin_http_connections_rejected_total %llu\n",
+                     (unsigned long long)hc.rejected);
+    metric(b, "qilin_http_connections_active", "gauge", "Connections open now.");
+    ql_api_sb_printf(b, "qilin_http_connections_active %llu\n", (unsigned long long)hc.active);
+    metric(b, "qilin_http_timeouts_total", "counter", "Connections cut by a timeout, by kind.");
+    ql_api_sb_printf(b,
+                     "qilin_http_timeouts_total{kind=\"request\"} %llu\n"
+                     "qilin_http_timeouts_total{kind=\"idle\"} %llu\n"
+                     "qilin_http_timeouts_total{kind=\"send\"} %llu\n",
+                     (unsigned long long)hc.timeouts_request, (unsigned long long)hc.timeouts_idle,
+                     (unsigned long long)hc.timeouts_send);
+    if (api->auth) {
+        ql_auth_stats_t as;
+        ql_auth_stats(api->auth, &as);
+        metric(b, "qilin_auth_verifications_total", "counter",
+               "Password hash verifications run (in the threadpool).");
+        ql_api_sb_printf(b, "qilin_auth_verifications_total %llu\n",
+                         (unsigned long long)as.verifications);
+        metric(b, "qilin_auth_cache_hits_total", "counter",
+               "Requests authenticated from the credentials cache.");
+        ql_api_sb_printf(b, "qilin_auth_cache_hits_total %llu\n",
+                         (unsigned long long)as.cache_hits);
+        metric(b, "qilin_auth_failures_total", "counter", "Failed authentications.");
+        ql_api_sb_printf(b, "qilin_auth_failures_total %llu\n", (unsigned long long)as.failures);
+        metric(b, "qilin_auth_rate_limited_total", "counter",
+               "Attempts refused because of an address's recent failures.");
+        ql_api_sb_printf(b, "qilin_auth_rate_limited_total %llu\n",
+                         (unsigned long long)as.rate_limited);
+    }
+}
+
+static void h_metrics(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (api->closing) {
+        ql_api_fail(req, QL_ESHUTDOWN, "the server is shutting down");
+        return;
+    }
+    ql_api_sb_t b = {0};
+    metric(&b, "qilin_info", "gauge", "Version and mode of this server.");
+    ql_api_sb_printf(&b, "qilin_info{version=\"%s\",mode=\"%s\"} 1\n", QL_VERSION, api->mode);
+    write_jobs(api, &b);
+    write_dispatcher(api, &b);
+    write_engine(api, &b);
+    write_http(api, &b);
+    if (b.failed) {
+        ql_api_sb_free(&b);
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return;
+    }
+    ql_http_respond(req, 200, PROM_TYPE, b.p, b.len);
+    ql_api_sb_free(&b);
+}
+
+int ql_api_routes_status(ql_api_t *api) {
+    int rc = ql_http_router_add(api->router, "GET", "/healthz", "healthz", 0, h_healthz, api);
+    if (rc)
+        return rc;
+    unsigned flags =
+        ql_config_get_bool(api->cfg, "qilin.metrics.require-auth") ? QL_HTTP_ROUTE_AUTH : 0;
+    return ql_http_router_add(api->router, "GET", "/metrics", "metrics", flags, h_metrics, api);
+}

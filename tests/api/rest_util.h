@@ -1,0 +1,465 @@
+/*
+ * Helpers for the process-level REST tests: start the real qilind (${QL_BUILD_DIR}/tools/qilind)
+ * on 127.0.0.1 port 0 with a temporary data directory, read its real port from the "listening
+ * on" line, talk to it with libcurl, and stop it. Waiting is always polling a condition with a
+ * deadline. Included by tests/api/test_rest*.c and test_server.c (functions are static and may
+ * go unused in one of them).
+ */
+#ifndef QL_TEST_REST_UTIL_H
+#define QL_TEST_REST_UTIL_H
+
+#include <criterion/criterion.h>
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNUSED __attribute__((unused))
+#define QILIND QL_BUILD_DIR "/tools/qilind"
+#define START_TIMEOUT_MS 20000
+
+typedef struct qd {
+    pid_t pid;
+    int port;
+    char dir[256];  /* the test's temporary directory */
+    char data[300]; /* data directory */
+    char log[300];  /* the server's stderr */
+    char url[64];   /* http://127.0.0.1:PORT */
+    int exit_status;
+} qd_t;
+
+UNUSED static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The pause between two looks at a condition polled with a deadline. */
+UNUSED static void poll_pause(void) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+UNUSED static void make_tmpdir(char *out, size_t cap) {
+    snprintf(out, cap, "/tmp/qilin-rest-XXXXXX");
+    cr_assert_not_null(mkdtemp(out), "mkdtemp: %s", strerror(errno));
+}
+
+UNUSED static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The whole file as a NUL-terminated string (caller frees); NULL when unreadable. */
+UNUSED static char *read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+UNUSED static bool file_contains(const char *path, const char *needle) {
+    char *s = read_file(path);
+    bool found = s && strstr(s, needle);
+    free(s);
+    return found;
+}
+
+UNUSED static void rm_rf(const char *dir) {
+    if (!dir[0])
+        return;
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    int rc = system(cmd);
+    (void)rc;
+}
+
+/* Prepares q with a fresh temporary directory (data under it). */
+UNUSED static void qd_init(qd_t *q) {
+    memset(q, 0, sizeof *q);
+    make_tmpdir(q->dir, sizeof q->dir);
+    snprintf(q->data, sizeof q->data, "%s/data", q->dir);
+}
+
+/* Whether the server exited; reaps it (exit_status) when it did. */
+UNUSED static bool qd_exited(qd_t *q) {
+    if (q->pid <= 0)
+        return true;
+    int st;
+    pid_t r = waitpid(q->pid, &st, WNOHANG);
+    if (r == q->pid) {
+        q->exit_status = st;
+        q->pid = 0;
+        return true;
+    }
+    return false;
+}
+
+/* Waits for the server to exit; false on timeout. */
+UNUSED static bool qd_wait_exit(qd_t *q, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    while (!qd_exited(q)) {
+        if (now_ms() > deadline)
+            return false;
+        poll_pause();
+    }
+    return true;
+}
+
+/*
+ * Runs qilind with argv (NULL-terminated, without the program name) and its stderr in
+ * q->log (appended, so a restart keeps the earlier lines), then waits for "listening on" and
+ * reads the port from that line. Returns true when the server is serving; false when it exited
+ * first (q->exit_status tells) or did not come up in time.
+ */
+UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
+    if (!q->log[0])
+        snprintf(q->log, sizeof q->log, "%s/qilind.log", q->dir);
+    char *before = read_file(q->log);
+    size_t skip = before ? strlen(before) : 0;
+    free(before);
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = QILIND;
+    for (size_t i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork(); /* no Criterion call may run in the child (see test_template.c) */
+    if (pid == 0) {
+        int fd = open(q->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int nul = open("/dev/null", O_RDWR);
+        dup2(nul, 0);
+        dup2(nul, 1);
+        dup2(fd, 2);
+        /* Run from the test's directory: no conf/qilin.yaml is picked up by accident. */
+        if (chdir(q->dir) != 0)
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    cr_assert_neq(pid, -1);
+    q->pid = pid;
+    q->port = 0;
+    int64_t deadline = now_ms() + START_TIMEOUT_MS;
+    for (;;) {
+        char *s = read_file(q->log);
+        const char *line =
+            s && strlen(s) > skip ? strstr(s + skip, "qilind listening on http://") : NULL;
+        if (line) {
+            /* The port follows the line's last ':' ("[::1]:PORT" has others before it). */
+            const char *eol = strchr(line, '\n');
+            const char *colon = NULL;
+            for (const char *p = line; *p && (!eol || p < eol); p++)
+                if (*p == ':')
+                    colon = p;
+            if (!eol) {
+                /* The line is not complete yet. */
+                free(s);
+                poll_pause();
+                continue;
+            }
+            q->port = colon ? atoi(colon + 1) : 0;
+            free(s);
+            snprintf(q->url, sizeof q->url, "http://127.0.0.1:%d", q->port);
+            return q->port > 0;
+        }
+        free(s);
+        if (qd_exited(q) || now_ms() > deadline)
+            return false;
+        poll_pause();
+    }
+}
+
+/* Starts qilind with --data q->data, --set qilin.server.listen=127.0.0.1:0, the shipped
+ * conf/jobs.yaml, then extra (may be NULL; later values win), asserting that it comes up. */
+UNUSED static void qd_start(qd_t *q, const char *const *extra) {
+    static char data_arg[320];
+    snprintf(data_arg, sizeof data_arg, "%s", q->data);
+    const char *args[48] = {"--data", data_arg,
+                            "--set",  "qilin.server.listen=127.0.0.1:0",
+                            "--set",  "qilin.jobs.templates=" QL_SOURCE_DIR "/conf/jobs.yaml"};
+    size_t n = 6;
+    for (size_t i = 0; extra && extra[i] && n < 47; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    bool up = qd_spawn(q, args);
+    if (!up) {
+        char *log = read_file(q->log);
+        cr_assert(up, "qilind did not start; its stderr:\n%s", log ? log : "(none)");
+    }
+}
+
+/* SIGTERM, then waits for a clean exit (status 0) within timeout_ms. */
+UNUSED static void qd_stop_ok(qd_t *q, int timeout_ms) {
+    if (q->pid <= 0)
+        return;
+    kill(q->pid, SIGTERM);
+    bool exited = qd_wait_exit(q, timeout_ms);
+    if (!exited) {
+        kill(q->pid, SIGKILL);
+        qd_wait_exit(q, 5000);
+    }
+    char *log = read_file(q->log);
+    cr_assert(exited, "qilind did not stop within %d ms; its stderr:\n%s", timeout_ms, log);
+    cr_assert(WIFEXITED(q->exit_status) && WEXITSTATUS(q->exit_status) == 0,
+              "qilind exited with status %d; its stderr:\n%s", q->exit_status, log);
+    free(log);
+}
+
+/* Kills the server if it still runs (teardown of a failed test) and removes the directory. */
+UNUSED static void qd_cleanup(qd_t *q) {
+    if (q->pid > 0) {
+        kill(q->pid, SIGKILL);
+        qd_wait_exit(q, 5000);
+    }
+    rm_rf(q->dir);
+}
+
+/* ---- HTTP ---- */
+
+typedef struct resp {
+    long status;
+    char *body;
+    size_t len;
+    char ctype[128];
+    char www_auth[128];
+    json_t *json; /* the parsed body when it is JSON */
+} resp_t;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg) {
+    resp_t *r = arg;
+    size_t len = size * n;
+    r->body = realloc(r->body, r->len + len + 1);
+    memcpy(r->body + r->len, p, len);
+    r->len += len;
+    r->body[r->len] = '\0';
+    return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg) {
+    resp_t *r = arg;
+    size_t len = size * n;
+    if (len > 17 && strncasecmp(p, "WWW-Authenticate:", 17) == 0)
+        snprintf(r->www_auth, sizeof r->www_auth, "%.*s", (int)(len - 17), p + 17);
+    return len;
+}
+
+UNUSED static void resp_free(resp_t *r) {
+    free(r->body);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+/*
+ * One request. user: "NAME:PASSWORD", NULL for ADMIN:KYLIN, "" for no credentials. headers: a
+ * NULL-terminated list of "Name: value" lines (may be NULL); a body without a Content-Type
+ * header is sent as application/json.
+ */
+UNUSED static resp_t http_req(const qd_t *q, const char *method, const char *path, const char *body,
+                              const char *user, const char *const *headers) {
+    static bool inited;
+    if (!inited) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        inited = true;
+    }
+    resp_t r = {0};
+    CURL *c = curl_easy_init();
+    cr_assert_not_null(c);
+    char url[4096];
+    snprintf(url, sizeof url, "%s%s", q->url, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if (!user)
+        user = "ADMIN:KYLIN";
+    if (user[0]) {
+        curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+        curl_easy_setopt(c, CURLOPT_USERPWD, user);
+    }
+    struct curl_slist *hl = NULL;
+    bool has_ct = false;
+    for (size_t i = 0; headers && headers[i]; i++) {
+        hl = curl_slist_append(hl, headers[i]);
+        if (strncasecmp(headers[i], "Content-Type:", 13) == 0)
+            has_ct = true;
+    }
+    if (body && !has_ct)
+        hl = curl_slist_append(hl, "Content-Type: application/json;charset=utf-8");
+    hl = curl_slist_append(hl, "Expect:");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    CURLcode cc = curl_easy_perform(c);
+    cr_assert_eq(cc, CURLE_OK, "%s %s: %s", method, path, curl_easy_strerror(cc));
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    char *ct = NULL;
+    curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct)
+        snprintf(r.ctype, sizeof r.ctype, "%s", ct);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(c);
+    if (r.body && strncmp(r.ctype, "application/json", 16) == 0)
+        r.json = json_loads(r.body, 0, NULL);
+    return r;
+}
+
+/* A request that must succeed: 200, JSON, code "000". Returns data (a new reference). */
+UNUSED static json_t *api_ok(const qd_t *q, const char *method, const char *path,
+                             const char *body) {
+    resp_t r = http_req(q, method, path, body, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s %s: status %ld: %s", method, path, r.status,
+                 r.body ? r.body : "");
+    cr_assert_str_eq(r.ctype, "application/json;charset=utf-8");
+    cr_assert_not_null(r.json, "%s %s: not JSON: %s", method, path, r.body);
+    cr_assert_str_eq(json_string_value(json_object_get(r.json, "code")), "000");
+    json_t *data = json_incref(json_object_get(r.json, "data"));
+    resp_free(&r);
+    return data;
+}
+
+/* A request that must fail with status, the Kylin error envelope and error_code (NULL: any);
+ * msg_part (NULL: any) must occur in msg. */
+UNUSED static void api_err(const qd_t *q, const char *method, const char *path, const char *body,
+                           long status, const char *error_code, const char *msg_part) {
+    resp_t r = http_req(q, method, path, body, NULL, NULL);
+    cr_assert_eq(r.status, status, "%s %s: status %ld, expected %ld: %s", method, path, r.status,
+                 status, r.body ? r.body : "");
+    cr_assert_not_null(r.json, "%s %s: not JSON: %s", method, path, r.body);
+    cr_assert_str_eq(json_string_value(json_object_get(r.json, "code")), "999");
+    cr_assert(json_is_null(json_object_get(r.json, "data")));
+    const char *msg = json_string_value(json_object_get(r.json, "msg"));
+    const char *ec = json_string_value(json_object_get(r.json, "error_code"));
+    cr_assert_not_null(msg);
+    cr_assert_not_null(ec);
+    if (error_code)
+        cr_assert_str_eq(ec, error_code, "%s %s: %s", method, path, r.body);
+    if (msg_part)
+        cr_assert(strstr(msg, msg_part), "%s %s: msg '%s' lacks '%s'", method, path, msg, msg_part);
+    resp_free(&r);
+}
+
+UNUSED static const char *jstr(const json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    cr_assert_not_null(s, "no string '%s' in %s", key, json_dumps(o, 0));
+    return s;
+}
+
+UNUSED static json_int_t jint(const json_t *o, const char *key) {
+    const json_t *v = json_object_get(o, key);
+    cr_assert(json_is_integer(v), "no integer '%s'", key);
+    return json_integer_value(v);
+}
+
+/* Creates project p and a model partitioned by day (yyyy-MM-dd) with an optional template
+ * set. */
+UNUSED static void make_model(const qd_t *q, const char *project, const char *model,
+                              const char *job_template) {
+    char body[512];
+    snprintf(body, sizeof body, "{\"name\":\"%s\"}", project);
+    resp_t r = http_req(q, "POST", "/kylin/api/projects", body, NULL, NULL);
+    cr_assert(r.status == 200 || r.status == 409, "%s", r.body);
+    resp_free(&r);
+    snprintf(body, sizeof body,
+             "{\"project\":\"%s\",\"name\":\"%s\",\"partition_desc\":{\"partition_date_column\":"
+             "\"DT\",\"partition_date_format\":\"yyyy-MM-dd\"}%s%s%s}",
+             project, model, job_template ? ",\"job_template\":\"" : "",
+             job_template ? job_template : "", job_template ? "\"" : "");
+    json_decref(api_ok(q, "POST", "/kylin/api/models", body));
+}
+
+/* Submits a build of [start, end) and returns its job id (static buffer). */
+UNUSED static const char *build(const qd_t *q, const char *project, const char *model,
+                                long long start, long long end) {
+    static char id[64];
+    char path[256], body[256];
+    snprintf(path, sizeof path, "/kylin/api/models/%s/segments", model);
+    snprintf(body, sizeof body, "{\"project\":\"%s\",\"start\":%lld,\"end\":%lld}", project, start,
+             end);
+    json_t *d = api_ok(q, "POST", path, body);
+    json_t *jobs = json_object_get(d, "jobs");
+    cr_assert_eq(json_array_size(jobs), 1);
+    cr_assert_str_eq(jstr(json_array_get(jobs, 0), "job_name"), "INC_BUILD");
+    snprintf(id, sizeof id, "%s", jstr(json_array_get(jobs, 0), "job_id"));
+    json_decref(d);
+    return id;
+}
+
+/* The job as GET /jobs shows it (new reference), NULL when not listed. */
+UNUSED static json_t *find_job(const qd_t *q, const char *project, const char *id) {
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs?project=%s&page_size=1000", project);
+    json_t *d = api_ok(q, "GET", path, NULL);
+    json_t *found = NULL;
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(d, "value"), i, j) {
+        if (strcmp(jstr(j, "id"), id) == 0)
+            found = json_incref(j);
+    }
+    json_decref(d);
+    return found;
+}
+
+/* Waits until the job's job_state is state; asserts within timeout_ms. */
+UNUSED static void wait_job_state(const qd_t *q, const char *project, const char *id,
+                                  const char *state, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    char last[32] = "(not listed)";
+    for (;;) {
+        json_t *j = find_job(q, project, id);
+        if (j) {
+            snprintf(last, sizeof last, "%s", jstr(j, "job_state"));
+            json_decref(j);
+            if (strcmp(last, state) == 0)
+                return;
+        }
+        cr_assert(now_ms() < deadline, "job %s is still %s after %d ms, expected %s", id, last,
+                  timeout_ms, state);
+        poll_pause();
+    }
+}
+
+/* Waits until the server's log contains needle. */
+UNUSED static void wait_log(const qd_t *q, const char *needle, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    while (!file_contains(q->log, needle)) {
+        if (now_ms() > deadline) {
+            char *log = read_file(q->log);
+            cr_assert_fail("'%s' not logged within %d ms; log:\n%s", needle, timeout_ms, log);
+        }
+        poll_pause();
+    }
+}
+
+#endif

@@ -1,0 +1,364 @@
+/*
+ * qilind as a process: start-up and its refusals (config errors with file:line, the default
+ * password off loopback), server modes, graceful shutdown with a running job and its resumption,
+ * the second signal, two servers on one data directory (master and standby), configured users
+ * with the credentials cache, and a build with the shipped conf/jobs.yaml.
+ */
+#include "rest_util.h"
+
+#include "api/ql_auth.h"
+
+static qd_t Q, Q2;
+
+static void teardown(void) {
+    qd_cleanup(&Q2);
+    qd_cleanup(&Q);
+}
+
+TestSuite(server, .fini = teardown, .timeout = 120);
+
+#define DAY 86400000LL
+#define D0 1788134400000LL /* 2026-08-31T00:00:00Z */
+
+/* Runs qilind with args to completion (it must exit within 20 s); returns its wait status. */
+static int run_to_exit(qd_t *q, const char *const *args) {
+    bool up = qd_spawn(q, args);
+    cr_assert(!up, "qilind started, but it should have refused");
+    cr_assert(qd_wait_exit(q, 20000));
+    return q->exit_status;
+}
+
+static char *tmp_path(const qd_t *q, const char *name) {
+    static char buf[4][400];
+    static int i;
+    char *p = buf[i++ % 4];
+    snprintf(p, 400, "%s/%s", q->dir, name);
+    return p;
+}
+
+/* ---- start-up refusals ---- */
+
+Test(server, a_config_error_stops_start_up_with_file_and_line) {
+    qd_init(&Q);
+    char *cfg = tmp_path(&Q, "qilin.yaml");
+    write_file(cfg, "# a config\n"
+                    "qilin.log.level: info\n"
+                    "qilin.server.lisen: 127.0.0.1:0\n");
+    const char *args[] = {"--config", cfg, "--data", Q.data, NULL};
+    int st = run_to_exit(&Q, args);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d", st);
+    char want[512];
+    snprintf(want, sizeof want, "%s:3:", cfg);
+    cr_assert(file_contains(Q.log, want), "no '%s' in:\n%s", want, read_file(Q.log));
+    cr_assert(file_contains(Q.log, "qilin.server.listen"), "no suggestion in:\n%s",
+              read_file(Q.log));
+
+    /* A bad value names the key; --set errors name the argument. */
+    write_file(cfg, "kylin.job.max-concurrent-jobs: lots\n");
+    st = run_to_exit(&Q, args);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    snprintf(want, sizeof want, "%s:1:", cfg);
+    cr_assert(file_contains(Q.log, want));
+    const char *set_args[] = {"--data", Q.data, "--set", "no.such.key=1", NULL};
+    st = run_to_exit(&Q, set_args);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    cr_assert(file_contains(Q.log, "--set no.such.key=1"), "%s", read_file(Q.log));
+    /* A missing template file is a start-up error too. */
+    const char *tmpl_args[] = {"--data", Q.data,
+                               "--set",  "qilin.jobs.templates=/nonexistent.yaml",
+                               "--set",  "qilin.server.listen=127.0.0.1:0",
+                               NULL};
+    st = run_to_exit(&Q, tmpl_args);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    cr_assert(file_contains(Q.log, "/nonexistent.yaml"), "%s", read_file(Q.log));
+}
+
+Test(server, the_default_password_is_refused_off_loopback) {
+    qd_init(&Q);
+    const char *args[] = {"--data", Q.data, "--set", "qilin.server.listen=0.0.0.0:0", NULL};
+    int st = run_to_exit(&Q, args);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    cr_assert(file_contains(Q.log, "qilin passwd"), "%s", read_file(Q.log));
+    cr_assert(file_contains(Q.log, "qilin.server.users"), "%s", read_file(Q.log));
+}
+
+Test(server, help_version_and_print_config) {
+    qd_init(&Q);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd %s && %s --help | grep -q -- --print-config", Q.dir, QILIND);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s --version | grep -q '^qilind '", QILIND);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "cd %s && %s --data /x/y --set kylin.job.retry=2 --print-config > out.yaml", Q.dir,
+             QILIND);
+    cr_assert_eq(system(cmd), 0);
+    char *out = read_file(tmp_path(&Q, "out.yaml"));
+    cr_assert(strstr(out, "kylin.job.retry: 2"), "%s", out);
+    cr_assert(strstr(out, "/x/y"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s --bogus 2>/dev/null", QILIND);
+    cr_assert_neq(system(cmd), 0);
+}
+
+/* ---- modes ---- */
+
+Test(server, a_query_server_serves_reads_and_refuses_writes) {
+    qd_init(&Q);
+    /* Make some data with a normal server first. */
+    qd_start(&Q, NULL);
+    make_model(&Q, "p1", "m1", NULL);
+    qd_stop_ok(&Q, 20000);
+    const char *args[] = {"--set", "kylin.server.mode=query", NULL};
+    qd_start(&Q, args);
+    cr_assert(file_contains(Q.log, "mode query: no scheduler and no dispatcher"));
+    json_t *d = api_ok(&Q, "GET", "/kylin/api/models?project=p1", NULL);
+    cr_assert_eq(jint(d, "total_size"), 1);
+    json_decref(d);
+    json_decref(api_ok(&Q, "GET", "/kylin/api/jobs", NULL));
+    json_decref(api_ok(&Q, "GET", "/kylin/api/projects", NULL));
+    json_decref(api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL));
+    api_err(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p2\"}", 503, "QL-00020", "query");
+    api_err(&Q, "POST", "/kylin/api/models/m1/segments",
+            "{\"project\":\"p1\",\"start\":1788134400000,\"end\":1788220800000}", 503, "QL-00020",
+            "query");
+    api_err(&Q, "PUT", "/kylin/api/jobs/status",
+            "{\"job_ids\":[\"00000000-0000-0000-0000-000000000001\"],\"action\":\"PAUSE\"}", 503,
+            "QL-00020", "query");
+    api_err(&Q, "PUT", "/kylin/api/projects/p1/config", "{\"kylin.web.timezone\":\"UTC\"}", 503,
+            "QL-00020", "query");
+    api_err(&Q, "POST", "/kylin/api/jobs", "{\"project\":\"p1\",\"type\":\"X\"}", 503, "QL-00020",
+            NULL);
+    resp_t r = http_req(&Q, "GET", "/kylin/api/models/m1/auto_segment_build/status?project=p1",
+                        NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(json_string_value(json_object_get(r.json, "msg")), "no dispatcher"), "%s",
+              r.body);
+    resp_free(&r);
+    r = http_req(&Q, "GET", "/healthz", NULL, "", NULL);
+    cr_assert_eq(r.status, 200);
+    resp_free(&r);
+    qd_stop_ok(&Q, 20000);
+}
+
+Test(server, a_job_server_serves_every_endpoint) {
+    qd_init(&Q);
+    const char *args[] = {"--set", "kylin.server.mode=job", NULL};
+    qd_start(&Q, args);
+    make_model(&Q, "p1", "m1", NULL);
+    const char *id = build(&Q, "p1", "m1", D0, D0 + DAY);
+    char job[64];
+    snprintf(job, sizeof job, "%s", id);
+    wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+    json_decref(api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL));
+    qd_stop_ok(&Q, 20000);
+}
+
+/* ---- shutdown ---- */
+
+/* A template whose first run sleeps (until stopped) and whose later runs succeed at once: a
+ * marker file tells them apart. */
+static void write_marker_templates(qd_t *q, char *arg, size_t cap) {
+    char yaml[2048];
+    snprintf(yaml, sizeof yaml,
+             "templates:\n"
+             "  INC_BUILD:\n"
+             "    steps:\n"
+             "      - name: first run waits\n"
+             "        kind: shell\n"
+             "        argv: [/bin/sh, -c, 'if [ -e %s/marker ]; then echo resumed; exit 0; fi; "
+             "touch %s/marker; exec sleep 600']\n"
+             "      - name: Update metadata\n"
+             "        kind: noop\n",
+             q->dir, q->dir);
+    write_file(tmp_path(q, "jobs.yaml"), yaml);
+    snprintf(arg, cap, "qilin.jobs.templates=%s", tmp_path(q, "jobs.yaml"));
+}
+
+Test(server, sigterm_pauses_a_running_job_which_resumes_after_restart) {
+    qd_init(&Q);
+    static char tmpl[512];
+    write_marker_templates(&Q, tmpl, sizeof tmpl);
+    const char *args[] = {"--set", tmpl, "--set", "qilin.step.kill-grace-ms=2s", NULL};
+    qd_start(&Q, args);
+    make_model(&Q, "p1", "m1", NULL);
+    char job[64];
+    snprintf(job, sizeof job, "%s", build(&Q, "p1", "m1", D0, D0 + DAY));
+    wait_job_state(&Q, "p1", job, "RUNNING", 20000);
+    int64_t deadline = now_ms() + 20000;
+    while (access(tmp_path(&Q, "marker"), F_OK) != 0) {
+        cr_assert(now_ms() < deadline, "the step never started");
+        poll_pause();
+    }
+    qd_stop_ok(&Q, 20000);
+    cr_assert(file_contains(Q.log, "shutting down"));
+    /* A query server does not schedule: it shows the job exactly as the shutdown left it. */
+    const char *query[] = {"--set", tmpl, "--set", "kylin.server.mode=query", NULL};
+    qd_start(&Q, query);
+    json_t *j = find_job(&Q, "p1", job);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(jstr(j, "job_state"), "READY");
+    json_decref(j);
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/detail", job);
+    json_t *steps = api_ok(&Q, "GET", path, NULL);
+    cr_assert_str_eq(jstr(json_array_get(steps, 0), "step_state"), "READY");
+    json_decref(steps);
+    qd_stop_ok(&Q, 20000);
+    /* A scheduling server picks it up again and finishes it. */
+    qd_start(&Q, args);
+    wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+    json_t *segs = api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(segs, "value"), 0), "status"), "READY");
+    json_decref(segs);
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/steps/%s_00/output", job, job);
+    json_t *out = api_ok(&Q, "GET", path, NULL);
+    cr_assert(strstr(jstr(out, "cmd_output"), "resumed"), "%s", jstr(out, "cmd_output"));
+    json_decref(out);
+    qd_stop_ok(&Q, 20000);
+}
+
+Test(server, a_second_signal_exits_at_once) {
+    qd_init(&Q);
+    static char tmpl[512];
+    write_marker_templates(&Q, tmpl, sizeof tmpl);
+    /* With `wait`, the first SIGTERM waits for the running step (600 s). */
+    const char *args[] = {"--set", tmpl, "--set", "qilin.shutdown.running-steps=wait", NULL};
+    qd_start(&Q, args);
+    make_model(&Q, "p1", "m1", NULL);
+    char job[64];
+    snprintf(job, sizeof job, "%s", build(&Q, "p1", "m1", D0, D0 + DAY));
+    wait_job_state(&Q, "p1", job, "RUNNING", 20000);
+    kill(Q.pid, SIGTERM);
+    wait_log(&Q, "shutting down", 20000);
+    cr_assert(!qd_wait_exit(&Q, 300), "the first signal waits for the running step");
+    kill(Q.pid, SIGTERM);
+    cr_assert(qd_wait_exit(&Q, 10000));
+    cr_assert(WIFEXITED(Q.exit_status) && WEXITSTATUS(Q.exit_status) != 0);
+    cr_assert(file_contains(Q.log, "second signal"));
+}
+
+/* ---- two servers on one data directory ---- */
+
+Test(server, a_second_server_on_the_same_data_is_a_standby_that_serves_reads) {
+    qd_init(&Q);
+    const char *args[] = {"--set", "kylin.job.scheduler.poll-interval-second=1", NULL};
+    qd_start(&Q, args);
+    cr_assert(file_contains(Q.log, "role=master"));
+    make_model(&Q, "p1", "m1", NULL);
+    char job[64];
+    snprintf(job, sizeof job, "%s", build(&Q, "p1", "m1", D0, D0 + DAY));
+    wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+
+    qd_init(&Q2);
+    snprintf(Q2.data, sizeof Q2.data, "%s", Q.data);
+    qd_start(&Q2, args);
+    char holder[64];
+    snprintf(holder, sizeof holder, "held by pid %d", (int)Q.pid);
+    cr_assert(file_contains(Q2.log, "standby"), "%s", read_file(Q2.log));
+    cr_assert(file_contains(Q2.log, holder), "no '%s' in:\n%s", holder, read_file(Q2.log));
+    cr_assert(file_contains(Q2.log, "role=standby"));
+    /* Reads on the standby see the master's data. */
+    json_t *j = find_job(&Q2, "p1", job);
+    cr_assert_not_null(j);
+    cr_assert_str_eq(jstr(j, "job_status"), "FINISHED");
+    json_decref(j);
+    resp_t r = http_req(&Q2, "GET", "/kylin/api/models/m1/auto_segment_build/status?project=p1",
+                        NULL, NULL, NULL);
+    cr_assert(strstr(json_string_value(json_object_get(r.json, "msg")), "standby"), "%s", r.body);
+    resp_free(&r);
+    r = http_req(&Q2, "GET", "/metrics", NULL, NULL, NULL);
+    cr_assert(strstr(r.body, "qilin_scheduler_master 0\n"));
+    resp_free(&r);
+    /* A build submitted to the standby is stored there and run by the master. */
+    char job2[64];
+    snprintf(job2, sizeof job2, "%s", build(&Q2, "p1", "m1", D0 + DAY, D0 + 2 * DAY));
+    wait_job_state(&Q, "p1", job2, "SUCCEED", 20000);
+    /* A job action on the standby goes straight through its writer. */
+    json_decref(api_ok(&Q2, "POST", "/kylin/api/jobs",
+                       "{\"project\":\"p1\",\"type\":\"NAP\",\"steps\":[{\"name\":\"n\",\"kind\":"
+                       "\"sleep\",\"duration\":\"10m\"}]}"));
+    json_t *d = api_ok(&Q2, "GET", "/kylin/api/jobs?project=p1&job_names=NAP", NULL);
+    char nap[64];
+    snprintf(nap, sizeof nap, "%s", jstr(json_array_get(json_object_get(d, "value"), 0), "id"));
+    json_decref(d);
+    wait_job_state(&Q, "p1", nap, "RUNNING", 20000);
+    char body[256];
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"job_ids\":[\"%s\"],\"action\":\"DISCARD\"}",
+             nap);
+    json_decref(api_ok(&Q2, "PUT", "/kylin/api/jobs/status", body));
+    j = find_job(&Q, "p1", nap);
+    cr_assert_str_eq(jstr(j, "job_status"), "DISCARDED");
+    json_decref(j);
+    /* When the master stops, the standby takes over. */
+    qd_stop_ok(&Q, 20000);
+    wait_log(&Q2, "scheduling: holding the job engine lock", 20000);
+    qd_stop_ok(&Q2, 20000);
+}
+
+/* ---- users ---- */
+
+Test(server, configured_users_and_the_credentials_cache) {
+    qd_init(&Q);
+    char hash[QL_AUTH_HASH_MAX];
+    cr_assert_eq(ql_auth_hash_password("s3cret pass", hash, sizeof hash), 0);
+    char yaml[1024];
+    snprintf(yaml, sizeof yaml,
+             "qilin.server.users:\n"
+             "  - name: alice\n"
+             "    password_hash: \"%s\"\n"
+             "    role: ADMIN\n",
+             hash);
+    char *cfg = tmp_path(&Q, "users.yaml");
+    write_file(cfg, yaml);
+    const char *args[] = {"--config", cfg, NULL};
+    qd_start(&Q, args);
+    resp_t r = http_req(&Q, "GET", "/kylin/api/projects", NULL, "ADMIN:KYLIN", NULL);
+    cr_assert_eq(r.status, 401, "the default user is gone once users are configured");
+    resp_free(&r);
+    r = http_req(&Q, "GET", "/kylin/api/projects", NULL, "alice:wrong", NULL);
+    cr_assert_eq(r.status, 401);
+    resp_free(&r);
+    for (int i = 0; i < 20; i++) {
+        r = http_req(&Q, "GET", "/kylin/api/projects", NULL, "alice:s3cret pass", NULL);
+        cr_assert_eq(r.status, 200);
+        resp_free(&r);
+    }
+    /* The build is submitted by alice. */
+    r = http_req(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}", "alice:s3cret pass", NULL);
+    cr_assert_eq(r.status, 200);
+    resp_free(&r);
+    r = http_req(&Q, "GET", "/metrics", NULL, "alice:s3cret pass", NULL);
+    cr_assert_eq(r.status, 200);
+    /* Two failures (ADMIN, the wrong password) and one success were verified; the other 21
+     * requests with the right password came from the cache. */
+    cr_assert(strstr(r.body, "qilin_auth_verifications_total 3\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "qilin_auth_cache_hits_total 21\n"), "%s", r.body);
+    resp_free(&r);
+    qd_stop_ok(&Q, 20000);
+}
+
+/* ---- the shipped templates ---- */
+
+Test(server, a_build_with_the_shipped_job_templates_runs_to_ready) {
+    qd_init(&Q);
+    const char *args[] = {"--set", "qilin.jobs.templates=" QL_SOURCE_DIR "/conf/jobs.yaml", NULL};
+    qd_start(&Q, args);
+    make_model(&Q, "p1", "m1", NULL);
+    char job[64];
+    snprintf(job, sizeof job, "%s", build(&Q, "p1", "m1", D0, D0 + DAY));
+    wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+    json_t *j = find_job(&Q, "p1", job);
+    cr_assert_str_eq(jstr(j, "job_status"), "FINISHED");
+    json_decref(j);
+    json_t *segs = api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(segs, "value"), 0), "status"), "READY");
+    json_decref(segs);
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/steps/%s_01/output", job, job);
+    json_t *out = api_ok(&Q, "GET", path, NULL);
+    cr_assert(strstr(jstr(out, "cmd_output"), "building m1 segment"), "%s",
+              jstr(out, "cmd_output"));
+    json_decref(out);
+    qd_stop_ok(&Q, 20000);
+}
