@@ -320,6 +320,8 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         off += (size_t)snprintf(api->mode + off, sizeof api->mode - off, "%s%s", i ? "," : "",
                                 modes[i]);
     int rc = make_auth(api, err);
+    if (!rc && (rc = ql_tzcache_new(&api->tzcache)))
+        ql_err_set(err, rc, "out of memory");
     if (!rc && (rc = ql_http_router_new(&api->router)))
         ql_err_set(err, rc, "out of memory");
     if (!rc) {
@@ -350,6 +352,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
     if (rc) {
         if (api->auth)
             ql_auth_free(api->auth);
+        ql_tzcache_free(api->tzcache);
         ql_http_router_free(api->router);
         /* The server was not created when rc is set: nothing is open on the loop. */
         free(api);
@@ -372,11 +375,26 @@ int ql_api_port(const ql_api_t *api, int *port) {
     return ql_http_server_port(api->server, port);
 }
 
+/* Closed once the server's handles are closed and no scan is running in the threadpool: the
+ * store must outlive every read transaction the API opened. */
+static void maybe_closed(ql_api_t *api) {
+    if (!api->server_closed || api->works > 0 || !api->close_done)
+        return;
+    void (*done)(void *) = api->close_done;
+    api->close_done = NULL;
+    done(api->close_arg);
+}
+
 static void server_closed(ql_http_server_t *server, void *arg) {
     (void)server;
     ql_api_t *api = arg;
-    if (api->close_done)
-        api->close_done(api->close_arg);
+    api->server_closed = true;
+    maybe_closed(api);
+}
+
+void ql_api_work_done(ql_api_t *api) {
+    api->works--;
+    maybe_closed(api);
 }
 
 void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
@@ -400,6 +418,9 @@ void ql_api_free(ql_api_t *api) {
         return;
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
+    ql_tzcache_free(api->tzcache);
+    for (size_t i = 0; i < sizeof api->fmts / sizeof api->fmts[0]; i++)
+        ql_datefmt_free(api->fmts[i].fmt);
     free(api);
 }
 

@@ -30,8 +30,25 @@ struct ql_api {
     int64_t page_size_max;
     void (*close_done)(void *arg);
     void *close_arg;
+    bool server_closed;
+    unsigned works; /* threadpool work items in flight (scans); close waits for them */
     ql_api_stats_t stats;
+    /* Normalization of build ranges: zones and compiled partition formats, reused across
+     * requests (opening an ICU format costs far more than using it; see ql_datefmt.h). */
+    ql_tzcache_t *tzcache;
+    struct {
+        char pattern[QL_FORMAT_MAX + 1];
+        ql_datefmt_t *fmt;
+        uint64_t used;
+    } fmts[16];
+    uint64_t fmt_clock;
 };
+
+/* ql_submit_normalize() with the zone and the format taken from the API's caches: the same
+ * zone choice (ql_submit_project_timezone), the same rule (ql_normalize_range) and the same
+ * messages. Loop thread only. */
+int ql_api_normalize(ql_api_t *api, const ql_project_t *p, const ql_model_t *m, int64_t start,
+                     int64_t end, int64_t *ns, int64_t *ne, ql_err_t *err);
 
 /* ---- responses ---------------------------------------------------------------------- */
 
@@ -67,6 +84,9 @@ bool ql_api_accept_ok(const char *accept);
  * caller still owns ctx and frees it. */
 bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
                    ql_write_done_cb done);
+
+/* Called on the loop when a threadpool work item of the API ended (after its answer). */
+void ql_api_work_done(ql_api_t *api);
 
 /* Opens a read transaction; on failure answers 500 and returns NULL. */
 ql_txn_t *ql_api_read_txn(ql_api_t *api, ql_http_req_t *req);

@@ -56,8 +56,13 @@ typedef struct list {
     ql_txn_t *txn;
     int64_t now;
     uint32_t mask;
+    /* Copies of the query's values: a scan may run on another thread, away from the request. */
+    char project_buf[QL_NAME_MAX + 1];
+    const char *project; /* NULL: every project */
+    char names_buf[MAX_NAMES][QL_TYPE_MAX + 1];
     const char *names[MAX_NAMES];
     size_t n_names;
+    char key_buf[QL_NAME_MAX + 1];
     const char *key;
     int64_t since; /* create_time >= since; INT64_MIN: any */
     bool decode_filters;
@@ -220,11 +225,23 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
     return rc;
 }
 
-static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, const char **project,
-                      ql_err_t *err) {
-    *project = ql_http_req_query(req, "project");
-    if (*project && !(*project)[0])
-        *project = NULL;
+static int copy_value(char *dst, size_t cap, const char *field, const char *v, ql_err_t *err) {
+    size_t n = strlen(v);
+    if (n >= cap)
+        return ql_err_set(err, QL_EINVAL, "%s: '%.64s...' is longer than %zu characters", field, v,
+                          cap - 1);
+    memcpy(dst, v, n + 1);
+    return 0;
+}
+
+static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *err) {
+    const char *project = ql_http_req_query(req, "project");
+    if (project && project[0]) {
+        if (strlen(project) > QL_NAME_MAX)
+            return ql_err_set(err, QL_ENOTFOUND, "project '%.100s...' not found", project);
+        snprintf(l->project_buf, sizeof l->project_buf, "%s", project);
+        l->project = l->project_buf;
+    }
     const char *vals[MAX_NAMES];
     size_t n = ql_http_req_query_values(req, "statuses", vals, MAX_NAMES);
     if (n > MAX_NAMES)
@@ -241,12 +258,23 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, const char *
     }
     if (!l->mask)
         l->mask = (1u << QL_JOB_STATE_COUNT) - 1;
-    l->n_names = ql_http_req_query_values(req, "job_names", l->names, MAX_NAMES);
-    if (l->n_names > MAX_NAMES)
+    n = ql_http_req_query_values(req, "job_names", vals, MAX_NAMES);
+    if (n > MAX_NAMES)
         return ql_err_set(err, QL_EINVAL, "job_names: more than %d values", MAX_NAMES);
-    l->key = ql_http_req_query(req, "key");
-    if (l->key && !l->key[0])
-        l->key = NULL;
+    for (size_t i = 0; i < n; i++) {
+        int rc = copy_value(l->names_buf[i], sizeof l->names_buf[i], "job_names", vals[i], err);
+        if (rc)
+            return rc;
+        l->names[i] = l->names_buf[i];
+    }
+    l->n_names = n;
+    const char *key = ql_http_req_query(req, "key");
+    if (key && key[0]) {
+        int rc = copy_value(l->key_buf, sizeof l->key_buf, "key", key, err);
+        if (rc)
+            return rc;
+        l->key = l->key_buf;
+    }
     int64_t tf;
     int rc = ql_api_query_int(req, "time_filter", 4, 0, 4, &tf, err);
     if (rc)
@@ -287,66 +315,138 @@ static void free_recs(list_t *l) {
     free(l->recs);
 }
 
-static void h_list(ql_http_req_t *req, void *arg) {
-    ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
-    list_t l = {.now = ql_api_now(api)};
-    const char *project;
-    ql_err_t err = {0};
-    if (parse_list(api, req, &l, &project, &err)) {
-        ql_api_fail_err(req, QL_EINVAL, &err);
-        return;
-    }
-    ql_api_page_t page = {.offset = l.limit ? l.first / l.limit : 0, .limit = l.limit};
-    ql_txn_t *txn = ql_api_read_txn(api, req);
-    if (!txn)
-        return;
-    l.txn = txn;
-    ql_api_jw_t w;
-    ql_api_jw_envelope(&w);
-    ql_api_jw_page_open(&w);
-    l.w = &w;
+/* The list into l->w (opened with the envelope and the page): the same code inline and on a
+ * worker thread. */
+static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_t *err) {
+    l->txn = txn;
     int rc = 0;
-    if (project) {
+    if (l->project) {
         ql_project_t p;
-        if ((rc = ql_api_get_project(txn, project, &p, &err)) == 0)
+        if ((rc = ql_api_get_project(txn, l->project, &p, err)) == 0)
             ql_project_free(&p);
     }
     uint64_t total = 0;
-    bool counted = l.sort == SORT_MODIFIED && !l.decode_filters;
+    bool counted = l->sort == SORT_MODIFIED && !l->decode_filters;
     if (!rc && counted)
-        rc = ql_job_count(txn, project, l.mask, &total);
-    bool oldest_first = l.sort == SORT_MODIFIED ? !l.reverse : false;
+        rc = ql_job_count(txn, l->project, l->mask, &total);
+    bool oldest_first = l->sort == SORT_MODIFIED ? !l->reverse : false;
     if (!rc)
-        rc = ql_job_foreach_recent(txn, project, oldest_first, recent_cb, &l);
-    if (!rc && l.rc)
-        rc = l.rc;
-    if (!rc && l.sort != SORT_MODIFIED) {
-        qsort(l.recs, l.n_recs, sizeof *l.recs, l.reverse ? cmp_rec_rev : cmp_rec);
-        total = l.n_recs;
-        for (uint64_t i = l.first; !rc && i < l.n_recs && i - l.first < l.limit; i++) {
+        rc = ql_job_foreach_recent(txn, l->project, oldest_first, recent_cb, l);
+    if (!rc && l->rc)
+        rc = l->rc;
+    if (!rc && l->sort != SORT_MODIFIED) {
+        qsort(l->recs, l->n_recs, sizeof *l->recs, l->reverse ? cmp_rec_rev : cmp_rec);
+        total = l->n_recs;
+        for (uint64_t i = l->first; !rc && i < l->n_recs && i - l->first < l->limit; i++) {
             ql_job_t j;
-            if ((rc = ql_job_get(txn, &l.recs[i].id, 0, &j)) == 0) {
-                rc = page_add(&l, &j);
+            if ((rc = ql_job_get(txn, &l->recs[i].id, 0, &j)) == 0) {
+                rc = page_add(l, &j);
                 ql_job_free(&j);
             }
         }
     } else if (!counted) {
-        total = l.seen;
+        total = l->seen;
     }
-    ql_txn_abort(txn);
-    free_recs(&l);
-    if (rc) {
-        ql_api_jw_free(&w);
-        if (err.code)
-            ql_api_fail_err(req, rc, &err);
-        else
-            ql_api_fail(req, rc, "cannot list the jobs: %s", ql_strerror(rc));
+    free_recs(l);
+    l->recs = NULL;
+    l->n_recs = 0;
+    if (rc && !err->code)
+        ql_err_set(err, rc, "cannot list the jobs: %s", ql_strerror(rc));
+    if (!rc)
+        ql_api_jw_page_close(l->w, page, total);
+    return rc;
+}
+
+/* A list that decodes every job of its scope runs in libuv's threadpool with its own read
+ * transaction (the store allows read transactions on any thread), so a scan of a large store
+ * never stalls the loop: other requests, health checks and the scheduler go on meanwhile. */
+typedef struct list_work {
+    uv_work_t work;
+    ql_api_t *api;
+    ql_http_req_t *req;
+    ql_store_t *store;
+    list_t l;
+    ql_api_page_t page;
+    ql_api_jw_t w;
+    int rc;
+    ql_err_t err;
+} list_work_t;
+
+static void list_work_cb(uv_work_t *wk) {
+    list_work_t *lw = wk->data;
+    ql_txn_t *txn;
+    if ((lw->rc = ql_txn_begin(lw->store, false, &txn))) {
+        ql_err_set(&lw->err, lw->rc, "cannot read the store: %s", ql_strerror(lw->rc));
         return;
     }
-    ql_api_jw_page_close(&w, &page, total);
-    ql_api_jw_respond(req, &w, NULL);
+    lw->rc = run_list(&lw->l, txn, &lw->page, &lw->err);
+    ql_txn_abort(txn);
+}
+
+static void list_after_cb(uv_work_t *wk, int status) {
+    list_work_t *lw = wk->data;
+    ql_api_t *api = lw->api;
+    if (status == UV_ECANCELED && !lw->rc)
+        lw->rc = ql_err_set(&lw->err, QL_ESHUTDOWN, "the server is shutting down");
+    if (lw->rc) {
+        ql_api_jw_free(&lw->w);
+        ql_api_fail_err(lw->req, lw->rc, &lw->err);
+    } else {
+        ql_api_jw_respond(lw->req, &lw->w, NULL);
+    }
+    free(lw);
+    ql_api_work_done(api);
+}
+
+static void h_list(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
+    if (!ql_api_begin(api, req, API_READ))
+        return;
+    list_work_t *lw = calloc(1, sizeof *lw);
+    if (!lw) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return;
+    }
+    list_t *l = &lw->l;
+    l->now = ql_api_now(api);
+    ql_err_t err = {0};
+    int rc = parse_list(api, req, l, &err);
+    if (rc) {
+        free(lw);
+        ql_api_fail_err(req, rc, &err);
+        return;
+    }
+    lw->page.offset = l->limit ? l->first / l->limit : 0;
+    lw->page.limit = l->limit;
+    ql_api_jw_envelope(&lw->w);
+    ql_api_jw_page_open(&lw->w);
+    l->w = &lw->w;
+    if (l->sort != SORT_MODIFIED || l->decode_filters) {
+        lw->api = api;
+        lw->req = req;
+        lw->store = ql_node_store(api->node);
+        lw->work.data = lw;
+        if (uv_queue_work(api->loop, &lw->work, list_work_cb, list_after_cb) == 0) {
+            api->works++;
+            return;
+        }
+        /* No threadpool: run it here. */
+    }
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn) {
+        ql_api_jw_free(&lw->w);
+        free(lw);
+        return;
+    }
+    rc = run_list(l, txn, &lw->page, &err);
+    ql_txn_abort(txn);
+    if (rc) {
+        ql_api_jw_free(&lw->w);
+        ql_api_fail_err(req, rc, &err);
+    } else {
+        ql_api_jw_respond(req, &lw->w, NULL);
+    }
+    free(lw);
 }
 
 /* ---- GET /jobs/{job_id}/detail and the output of a step ---- */

@@ -17,9 +17,13 @@
  *   mutation's transaction, which is what answers 409.
  * - Modes: a server whose kylin.server.mode has no `all` or `job` answers every write with 503
  *   naming its mode; reads are served in every mode.
- * - Shutdown: ql_api_close() stops accepting and closes connections; requests still waiting
- *   for the writer are answered into the void when their commit completes (the writer is
- *   drained by ql_node_stop). ql_api_free() only after the node has stopped.
+ * - Lists that must decode every job of their scope (filters other than project and status, a
+ *   sort other than last_modified) run in libuv's threadpool with their own read transaction,
+ *   so a long scan never stalls the loop; their answer is sent from the after-work callback.
+ * - Shutdown: ql_api_close() stops accepting and closes connections; its callback runs once no
+ *   scan is in flight. Requests still waiting for the writer are answered into the void when
+ *   their commit completes (the writer is drained by ql_node_stop, which must come after
+ *   ql_api_close's callback). ql_api_free() only after the node has stopped.
  */
 #ifndef QL_API_H
 #define QL_API_H
@@ -50,7 +54,8 @@ int ql_api_listen(ql_api_t *api, const char *hostport, ql_err_t *err);
 int ql_api_port(const ql_api_t *api, int *port);
 
 /* Stops accepting and closes every connection; new work is refused. done (may be NULL) runs on
- * the loop once the HTTP server's handles are closed. Idempotent. */
+ * the loop once the HTTP server's handles are closed and no list scan is still running in the
+ * threadpool: stop the node (which closes the store) only then. Idempotent. */
 void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg);
 
 /* Frees the API. Call after ql_api_close's done ran and after the node stopped (its writer's

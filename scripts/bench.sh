@@ -3,7 +3,8 @@
 # benchmark: a store of 100,000 finished jobs (built with big direct transactions by
 # qilind-bench-seed), a release qilind on loopback, and Debian's wrk as the load generator:
 #   reads    GET /kylin/api/jobs?page_size=10 (Basic auth, the credentials cache)
-#   writes   POST /kylin/api/models/secs/segments, every request its own one-second range
+#   writes   POST /kylin/api/models/sN/segments, every request its own one-second range, the
+#            requests spread over 1000 models (s0..s999)
 # It prints req/s, p50 and p99 from wrk and the server's RSS (VmRSS/VmHWM) after each phase.
 #
 # Environment: JOBS (100000), DURATION (15s), THREADS (2), CONNS (32), WRITE_CONNS (64),
@@ -38,18 +39,21 @@ bench_rest() {
     cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
     cmake --build "$BUILD_DIR" -j"$(nproc)" --target qilind qilind-bench-seed qilin-exec > /dev/null
 
-    local dir
+
     dir=$(mktemp -d /tmp/qilin-bench-rest-XXXXXX)
-    local pid=""
+    pid=""
     cleanup() {
-        [ -n "$pid" ] && kill -TERM "$pid" 2> /dev/null && wait "$pid" 2> /dev/null || true
+        if [ -n "$pid" ]; then
+            kill -TERM "$pid" 2> /dev/null || true
+            wait "$pid" 2> /dev/null || true
+        fi
         [ "${KEEP:-0}" = 1 ] || rm -rf "$dir"
     }
     trap cleanup EXIT
 
-    # The seeded jobs use shell steps like conf/jobs.yaml's; the benchmark's new builds (model
-    # `secs`, set `bench`) wait an hour, and one job runs at a time, so the runs do not compete
-    # with the submissions being measured: every new job stays READY.
+    # The seeded jobs use shell steps like conf/jobs.yaml's; the benchmark's new builds (models
+    # s0..s999, set `bench`) wait an hour, and one job runs at a time, so the runs do not
+    # compete with the submissions being measured: every new job stays READY.
     cat > "$dir/jobs.yaml" << 'YAML'
 templates:
   INC_BUILD:
@@ -69,7 +73,8 @@ template_sets:
         - {name: wait, kind: sleep, duration: 1h}
 YAML
 
-    # Each wrk thread has its own Lua state: thread i submits [2100-01-01 + (i*1e8 + n) s, +1 s).
+    # Each wrk thread has its own Lua state: thread i submits its n-th build to model s(n % 1000)
+    # with the range [2100-01-01 + (i*1e8 + n) s, +1 s), so no two requests overlap.
     cat > "$dir/submit.lua" << 'LUA'
 local n = 0
 local created = 0
@@ -81,7 +86,7 @@ request = function()
   n = n + 1
   local start = 4102444800000 + (tid * 100000000 + n) * 1000
   local body = string.format('{"project":"bench","start":%d,"end":%d}', start, start + 1000)
-  return wrk.format("POST", nil, nil, body)
+  return wrk.format("POST", string.format("/kylin/api/models/s%d/segments", n % 1000), nil, body)
 end
 LUA
 
@@ -111,9 +116,9 @@ LUA
     wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -H "$auth" "$url/jobs?page_size=10"
     echo "server after reads: $(rss "$pid")"
 
-    echo "== POST /kylin/api/models/secs/segments: wrk -t$THREADS -c$WRITE_CONNS -d$DURATION"
+    echo "== POST /kylin/api/models/sN/segments: wrk -t$THREADS -c$WRITE_CONNS -d$DURATION"
     wrk -t"$THREADS" -c"$WRITE_CONNS" -d"$DURATION" --latency -s "$dir/submit.lua" \
-        -H "$auth" -H "Content-Type: application/json" "$url/models/secs/segments"
+        -H "$auth" -H "Content-Type: application/json" "$url/models/s0/segments"
     echo "server after writes: $(rss "$pid")"
     curl -sf -u ADMIN:KYLIN "http://127.0.0.1:$port/metrics" |
         grep -E '^qilin_(writer_(commits|mutations)_total|writer_max_batch|auth_(verifications|cache_hits)_total|jobs\{state="READY"\}|store_used_bytes)'

@@ -73,16 +73,21 @@ static void maybe_finished(qilind_t *d) {
     ql_log(&d->log, QL_LOG_INFO, "qilind", "stopped");
 }
 
-static void api_closed(void *arg) {
-    qilind_t *d = arg;
-    d->api_closed = true;
-    maybe_finished(d);
-}
-
 static void node_stopped(void *arg) {
     qilind_t *d = arg;
     d->node = NULL;
     d->node_stopped = true;
+    maybe_finished(d);
+}
+
+/* The node (and with it the store) stops only once the API has no read in flight. */
+static void api_closed(void *arg) {
+    qilind_t *d = arg;
+    d->api_closed = true;
+    if (d->node)
+        ql_node_stop(d->node, node_stopped, d);
+    else
+        d->node_stopped = true;
     maybe_finished(d);
 }
 
@@ -96,7 +101,6 @@ static void on_signal(uv_signal_t *h, int signum) {
     ql_log(&d->log, QL_LOG_INFO, "qilind", "shutting down signal=%s running_steps=%s",
            strsignal(signum), ql_config_get_str(d->cfg, "qilin.shutdown.running-steps"));
     ql_api_close(d->api, api_closed, d);
-    ql_node_stop(d->node, node_stopped, d);
 }
 
 /* ---- start-up ---- */
@@ -284,16 +288,10 @@ int main(int argc, char **argv) {
     } else {
         /* Close what did start, the same way a signal would, then exit non-zero. */
         d.signals = 1;
-        if (d.api) {
+        if (d.api)
             ql_api_close(d.api, api_closed, &d);
-        } else {
-            d.api_closed = true;
-        }
-        if (d.node)
-            ql_node_stop(d.node, node_stopped, &d);
         else
-            d.node_stopped = true;
-        maybe_finished(&d);
+            api_closed(&d);
     }
     uv_run(&d.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&d.loop) == UV_EBUSY) {

@@ -2,10 +2,12 @@
  * qilind-bench-seed: fills a data directory for the REST benchmark (scripts/bench.sh,
  * docs/performance.md "REST API") with big direct write transactions, as a server would have
  * after a long life: project `bench`, model `days` (yyyy-MM-dd) with N finished INC_BUILD jobs
- * on consecutive days (each with its READY segment and three steps), and model `secs`
- * (yyyy-MM-dd HH:mm:ss, template set `bench`) that takes the benchmark's new builds.
+ * on consecutive days (each with its READY segment and three steps), and M models `s0` ..
+ * `s<M-1>` (yyyy-MM-dd HH:mm:ss, template set `bench`) that take the benchmark's new builds,
+ * spread over many models as builds are in a real store (the job-conflict check of a
+ * submission reads the model's live jobs).
  *
- *   qilind-bench-seed --data DIR --templates FILE [--jobs N]
+ *   qilind-bench-seed --data DIR --templates FILE [--jobs N] [--submit-models M]
  *
  * Run it while no server uses DIR. Not part of qilind: it opens the store directly.
  */
@@ -57,7 +59,7 @@ static int ensure_model(ql_txn_t *txn, const char *name, const char *format, con
 
 int main(int argc, char **argv) {
     const char *data = NULL, *templates = NULL;
-    long jobs = 100000;
+    long jobs = 100000, submit_models = 1000;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
@@ -65,13 +67,17 @@ int main(int argc, char **argv) {
             templates = argv[++i];
         else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
             jobs = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--submit-models") && i + 1 < argc)
+            submit_models = atol(argv[++i]);
         else {
-            fprintf(stderr, "usage: qilind-bench-seed --data DIR --templates FILE [--jobs N]\n");
+            fprintf(stderr, "usage: qilind-bench-seed --data DIR --templates FILE [--jobs N] "
+                            "[--submit-models M]\n");
             return 2;
         }
     }
-    if (!data || !templates || jobs < 0) {
-        fprintf(stderr, "usage: qilind-bench-seed --data DIR --templates FILE [--jobs N]\n");
+    if (!data || !templates || jobs < 0 || submit_models < 0) {
+        fprintf(stderr, "usage: qilind-bench-seed --data DIR --templates FILE [--jobs N] "
+                        "[--submit-models M]\n");
         return 2;
     }
     ql_err_t err = {0};
@@ -88,7 +94,7 @@ int main(int argc, char **argv) {
         return fail("steps", rc, &err);
     int64_t now = wall_ms();
     ql_txn_t *txn;
-    ql_id_t days, secs;
+    ql_id_t days, sub;
     if ((rc = ql_txn_begin(store, true, &txn)))
         return fail("begin", rc, NULL);
     ql_project_t p = {0};
@@ -98,9 +104,14 @@ int main(int argc, char **argv) {
         ql_project_free(&old);
     else if ((rc = ql_meta_create_project(txn, &p, now, &err)))
         return fail("create project", rc, &err);
-    if (ensure_model(txn, "days", "yyyy-MM-dd", "", now, &days) ||
-        ensure_model(txn, "secs", "yyyy-MM-dd HH:mm:ss", "bench", now, &secs))
+    if (ensure_model(txn, "days", "yyyy-MM-dd", "", now, &days))
         return 1;
+    for (long i = 0; i < submit_models; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "s%ld", i);
+        if (ensure_model(txn, name, "yyyy-MM-dd HH:mm:ss", "bench", now, &sub))
+            return 1;
+    }
     uint64_t have = 0;
     if ((rc = ql_segment_count(txn, &days, &have)))
         return fail("count", rc, NULL);
