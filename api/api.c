@@ -164,6 +164,14 @@ bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
     return false;
 }
 
+void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what) {
+    if (!ql_log_enabled(api->log, QL_LOG_INFO))
+        return;
+    const char *user = ql_http_req_user(req);
+    ql_log(api->log, QL_LOG_INFO, "api", "%s request=\"%s %.200s\" user=%s", what,
+           ql_http_req_method(req), ql_http_req_path(req), user ? user : "-");
+}
+
 ql_txn_t *ql_api_read_txn(ql_api_t *api, ql_http_req_t *req) {
     ql_txn_t *txn;
     int rc = ql_txn_begin(ql_node_store(api->node), false, &txn);

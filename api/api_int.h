@@ -85,6 +85,9 @@ bool ql_api_accept_ok(const char *accept);
 bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
                    ql_write_done_cb done);
 
+/* Logs a committed change (INFO): what, the request's method and path and the user. */
+void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what);
+
 /* Called on the loop when a threadpool work item of the API ended (after its answer). */
 void ql_api_work_done(ql_api_t *api);
 

@@ -606,10 +606,15 @@ typedef struct action_op {
 } action_op_t;
 
 static void action_finish(action_op_t *op) {
-    if (op->first_rc)
+    if (op->first_rc) {
         ql_api_fail_err(op->req, op->first_rc, &op->first_err);
-    else
+    } else {
+        char what[64];
+        snprintf(what, sizeof what, "job action=%s jobs=%zu", ql_action_name(op->r.action),
+                 op->r.n);
+        ql_api_log_change(op->api, op->req, what);
         ql_api_ok(op->req, json_string(""), NULL);
+    }
     ql_api_ids_req_free(&op->r);
     free(op);
 }
@@ -823,6 +828,12 @@ static void adhoc_done(void *arg, int status, const ql_err_t *err) {
         ql_api_fail_err(op->req, status, err);
     } else {
         api->stats.adhoc++;
+        if (ql_log_enabled(api->log, QL_LOG_INFO)) {
+            char job[QL_ID_STR_LEN + 1];
+            ql_id_format(&op->job, job);
+            ql_log(api->log, QL_LOG_INFO, "api", "submitted ad-hoc job type=%s job=%s user=%s",
+                   op->def.type, job, op->user);
+        }
         const char *type = op->def.type;
         ql_api_ok(op->req, ql_api_jobs_answer(&type, &op->job, 1), NULL);
         if (!api->closing)

@@ -43,6 +43,7 @@ static void model_done(void *arg, int status, const ql_err_t *err) {
     if (status)
         ql_api_fail_err(op->req, status, err);
     else {
+        ql_api_log_change(op->api, op->req, "model created");
         ql_api_jw_t w;
         ql_api_jw_envelope(&w);
         ql_api_jw_model(&w, &op->model);
@@ -53,10 +54,12 @@ static void model_done(void *arg, int status, const ql_err_t *err) {
 
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     model_op_t *op = arg;
-    if (status)
+    if (status) {
         ql_api_fail_err(op->req, status, err);
-    else
+    } else {
+        ql_api_log_change(op->api, op->req, "model updated");
         ql_api_ok(op->req, json_string(""), NULL);
+    }
     op_free(op);
 }
 

@@ -46,20 +46,24 @@ static void respond_project(ql_http_req_t *req, const ql_project_t *p) {
 /* Every project write answers with the project as stored. */
 static void project_done(void *arg, int status, const ql_err_t *err) {
     project_op_t *op = arg;
-    if (status)
+    if (status) {
         ql_api_fail_err(op->req, status, err);
-    else
+    } else {
+        ql_api_log_change(op->api, op->req, "project created");
         respond_project(op->req, &op->project);
+    }
     op_free(op);
 }
 
 /* Answers "" (Kylin's data for config updates). */
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     project_op_t *op = arg;
-    if (status)
+    if (status) {
         ql_api_fail_err(op->req, status, err);
-    else
+    } else {
+        ql_api_log_change(op->api, op->req, "project updated");
         ql_api_ok(op->req, json_string(""), NULL);
+    }
     op_free(op);
 }
 
