@@ -46,8 +46,17 @@ static inline void putc_(ql_api_jw_t *w, char c) {
     b->p[b->len++] = c;
 }
 
+/* Room for n more bytes: a pointer to write them at (the caller adds what it wrote to len),
+ * or NULL when out of memory. */
+static inline char *reserve(ql_api_jw_t *w, size_t n) {
+    ql_api_sb_t *b = &w->b;
+    if (__builtin_expect(b->cap - b->len <= n, 0) && !grow(b, n))
+        return NULL;
+    return b->p + b->len;
+}
+
 /* The separator before a value or key: none right after a key or at the start of a container. */
-static void sep(ql_api_jw_t *w) {
+static inline void sep(ql_api_jw_t *w) {
     if (w->after_key) {
         w->after_key = false;
         return;
@@ -120,10 +129,8 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-void ql_api_jw_strn(ql_api_jw_t *w, const char *s, size_t n) {
-    sep(w);
-    putc_(w, '"');
-    const unsigned char *p = (const unsigned char *)s;
+/* The slow path of a string: escapes and UTF-8 checks, byte by byte. */
+static void strn_escaped(ql_api_jw_t *w, const unsigned char *p, size_t n) {
     size_t run = 0; /* bytes copied as they are, flushed in one put */
     for (size_t i = 0; i < n;) {
         unsigned char c = p[i];
@@ -174,6 +181,27 @@ void ql_api_jw_strn(ql_api_jw_t *w, const char *s, size_t n) {
         i++;
     }
     put(w, (const char *)p + n - run, run);
+}
+
+void ql_api_jw_strn(ql_api_jw_t *w, const char *s, size_t n) {
+    sep(w);
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\')
+        i++;
+    if (i == n) {
+        /* Plain ASCII, the usual case: one copy between the quotes. */
+        char *d = reserve(w, n + 2);
+        if (!d)
+            return;
+        d[0] = '"';
+        memcpy(d + 1, s, n);
+        d[n + 1] = '"';
+        w->b.len += n + 2;
+        return;
+    }
+    putc_(w, '"');
+    strn_escaped(w, p, n);
     putc_(w, '"');
 }
 
@@ -188,9 +216,14 @@ void ql_api_jw_str(ql_api_jw_t *w, const char *s) {
 void ql_api_jw_keyn(ql_api_jw_t *w, const char *key, size_t n) {
     /* Keys are our own constants: plain ASCII without characters to escape. */
     sep(w);
-    putc_(w, '"');
-    put(w, key, n);
-    put(w, "\":", 2);
+    char *d = reserve(w, n + 3);
+    if (d) {
+        d[0] = '"';
+        memcpy(d + 1, key, n);
+        d[n + 1] = '"';
+        d[n + 2] = ':';
+        w->b.len += n + 3;
+    }
     w->after_key = true;
 }
 
@@ -206,16 +239,33 @@ void ql_api_jw_key_text(ql_api_jw_t *w, const char *key) {
 
 void ql_api_jw_int(ql_api_jw_t *w, int64_t v) {
     sep(w);
+    /* Two digits per division: epoch milliseconds have 13 of them. */
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
     char buf[24];
     size_t i = sizeof buf;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        buf[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100) * 2;
+        u /= 100;
+        buf[--i] = pairs[d + 1];
+        buf[--i] = pairs[d];
+    }
+    if (u >= 10) {
+        buf[--i] = pairs[u * 2 + 1];
+        buf[--i] = pairs[u * 2];
+    } else {
+        buf[--i] = (char)('0' + u);
+    }
     if (v < 0)
         buf[--i] = '-';
-    put(w, buf + i, sizeof buf - i);
+    char *d = reserve(w, sizeof buf - i);
+    if (d) {
+        memcpy(d, buf + i, sizeof buf - i);
+        w->b.len += sizeof buf - i;
+    }
 }
 
 void ql_api_jw_bool(ql_api_jw_t *w, bool v) {
@@ -236,12 +286,16 @@ void ql_api_jw_id(ql_api_jw_t *w, const ql_id_t *id) {
         ql_api_jw_strn(w, "", 0);
         return;
     }
-    char s[QL_ID_STR_LEN + 1];
-    ql_id_format(id, s);
     sep(w);
-    putc_(w, '"');
-    put(w, s, QL_ID_STR_LEN);
-    putc_(w, '"');
+    /* The id is formatted in place: a quote, 36 characters (and ql_id_format's NUL, which the
+     * closing quote overwrites). */
+    char *d = reserve(w, QL_ID_STR_LEN + 3);
+    if (!d)
+        return;
+    d[0] = '"';
+    ql_id_format(id, d + 1);
+    d[QL_ID_STR_LEN + 1] = '"';
+    w->b.len += QL_ID_STR_LEN + 2;
 }
 
 void ql_api_jw_envelope(ql_api_jw_t *w) {

@@ -32,7 +32,7 @@ static void h_healthz(ql_http_req_t *req, void *arg) {
         ql_http_respond(req, 503, TEXT_TYPE, msg, (size_t)len);
         return;
     }
-    static const char ok[] = "ok\n";
+    static const char ok[] = "ok";
     ql_http_respond(req, 200, TEXT_TYPE, ok, sizeof ok - 1);
 }
 

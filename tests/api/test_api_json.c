@@ -44,6 +44,37 @@ Test(jw, separators_follow_keys_and_items) {
     free(s);
 }
 
+Test(jw, integers_print_like_printf) {
+    static const int64_t vals[] = {0,
+                                   1,
+                                   9,
+                                   10,
+                                   99,
+                                   100,
+                                   101,
+                                   999,
+                                   1000,
+                                   -1,
+                                   -10,
+                                   -99,
+                                   -100,
+                                   1788134400000LL,
+                                   INT64_MAX,
+                                   INT64_MIN,
+                                   INT64_MIN + 1,
+                                   1234567890123456789LL};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        ql_api_jw_t w;
+        ql_api_jw_init(&w);
+        ql_api_jw_int(&w, vals[i]);
+        char *s = written(&w);
+        char want[32];
+        snprintf(want, sizeof want, "%lld", (long long)vals[i]);
+        cr_assert_str_eq(s, want);
+        free(s);
+    }
+}
+
 Test(jw, strings_are_escaped_and_always_valid_utf8) {
     ql_api_jw_t w;
     ql_api_jw_init(&w);

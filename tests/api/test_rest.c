@@ -375,7 +375,7 @@ Test(rest, auth_is_required_on_the_api_only) {
     resp_free(&r);
     r = http_req(&Q, "GET", "/healthz", NULL, "", NULL);
     cr_assert_eq(r.status, 200);
-    cr_assert_str_eq(r.body, "ok\n");
+    cr_assert_str_eq(r.body, "ok");
     resp_free(&r);
     r = http_req(&Q, "GET", "/metrics", NULL, "", NULL);
     cr_assert_eq(r.status, 401, "qilin.metrics.require-auth is true by default");
@@ -808,7 +808,7 @@ Test(rest, healthz_and_metrics) {
             "KE-010022202", NULL);
     resp_t r = http_req(&Q, "GET", "/healthz", NULL, "", NULL);
     cr_assert_eq(r.status, 200);
-    cr_assert_str_eq(r.body, "ok\n");
+    cr_assert_str_eq(r.body, "ok");
     resp_free(&r);
     r = http_req(&Q, "GET", "/metrics", NULL, NULL, NULL);
     cr_assert_eq(r.status, 200);

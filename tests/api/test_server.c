@@ -338,6 +338,20 @@ Test(server, configured_users_and_the_credentials_cache) {
     qd_stop_ok(&Q, 20000);
 }
 
+Test(server, metrics_without_auth_when_configured) {
+    qd_init(&Q);
+    const char *args[] = {"--set", "qilin.metrics.require-auth=false", NULL};
+    qd_start(&Q, args);
+    resp_t r = http_req(&Q, "GET", "/metrics", NULL, "", NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strstr(r.body, "qilin_info{"), "%s", r.body);
+    resp_free(&r);
+    r = http_req(&Q, "GET", "/kylin/api/jobs", NULL, "", NULL);
+    cr_assert_eq(r.status, 401, "the API itself still needs credentials");
+    resp_free(&r);
+    qd_stop_ok(&Q, 20000);
+}
+
 /* ---- the shipped templates ---- */
 
 Test(server, a_build_with_the_shipped_job_templates_runs_to_ready) {
