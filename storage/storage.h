@@ -12,13 +12,13 @@
 #ifndef QL_STORAGE_H
 #define QL_STORAGE_H
 
-#include "storage/ql_error.h"
-#include "storage/ql_meta.h"
-#include "storage/ql_log.h"
-#include "storage/ql_time.h"
 #include "storage/ql_datefmt.h"
+#include "storage/ql_error.h"
+#include "storage/ql_log.h"
+#include "storage/ql_meta.h"
 #include "storage/ql_records.h"
 #include "storage/ql_store.h"
+#include "storage/ql_time.h"
 #include "storage/ql_writer.h"
 
 #endif
