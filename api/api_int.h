@@ -310,6 +310,8 @@ int ql_api_routes_projects(ql_api_t *api);
 int ql_api_routes_models(ql_api_t *api);
 int ql_api_routes_segments(ql_api_t *api);
 int ql_api_routes_jobs(ql_api_t *api);
+int ql_api_routes_job_actions(ql_api_t *api);
+int ql_api_routes_adhoc(ql_api_t *api);
 int ql_api_routes_status(ql_api_t *api);
 
 #define QL_API_BASE "/kylin/api"

@@ -128,6 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_api->cfg = cfg;
         if (ql_api_routes_projects(fuzz_api) || ql_api_routes_models(fuzz_api) ||
             ql_api_routes_segments(fuzz_api) || ql_api_routes_jobs(fuzz_api) ||
+            ql_api_routes_job_actions(fuzz_api) || ql_api_routes_adhoc(fuzz_api) ||
             ql_api_routes_status(fuzz_api))
             __builtin_trap();
     }
