@@ -23,6 +23,16 @@ enum {
     P_COUNT
 };
 
+/* A NUL-terminated copy of a msgpack string (its bytes are not NUL-terminated). */
+static char *str_copy(const msgpack_object *v) {
+    char *s = malloc(v->via.str.size + 1);
+    if (s) {
+        memcpy(s, v->via.str.ptr, v->via.str.size);
+        s[v->via.str.size] = '\0';
+    }
+    return s;
+}
+
 static const char *const param_names[P_COUNT] = {
     "QILIN_JOB_ID",          "QILIN_JOB_TYPE",      "QILIN_PROJECT",     "QILIN_MODEL",
     "QILIN_SEGMENT_ID",      "QILIN_SEGMENT_START", "QILIN_SEGMENT_END", "QILIN_SEGMENT_START_FMT",
@@ -129,8 +139,8 @@ static int decode_custom_params(const ql_job_t *j, custom_params_t *out, ql_err_
             rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
             goto out;
         }
-        char *name = strndup(k->via.str.ptr, k->via.str.size);
-        char *value = strndup(v->via.str.ptr, v->via.str.size);
+        char *name = str_copy(k);
+        char *value = str_copy(v);
         if (!name || !value) {
             free(name);
             free(value);

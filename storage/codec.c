@@ -87,6 +87,16 @@ void ql_codec_strmap(msgpack_packer *pk, const char *key, const ql_strmap_t *m) 
     }
 }
 
+char *ql_codec_strdup(const msgpack_object *v) {
+    char *s = malloc(v->via.str.size + 1);
+    if (s) {
+        if (v->via.str.size)
+            memcpy(s, v->via.str.ptr, v->via.str.size);
+        s[v->via.str.size] = '\0';
+    }
+    return s;
+}
+
 int ql_codec_get_str(const msgpack_object *v, char *dst, size_t cap) {
     if (v->type == MSGPACK_OBJECT_NIL) {
         dst[0] = '\0';
@@ -106,7 +116,7 @@ int ql_codec_get_strdup(const msgpack_object *v, char **dst) {
         return 0;
     if (v->type != MSGPACK_OBJECT_STR)
         return QL_ECORRUPT;
-    *dst = strndup(v->via.str.ptr, v->via.str.size);
+    *dst = ql_codec_strdup(v);
     return *dst ? 0 : UV_ENOMEM;
 }
 
@@ -164,8 +174,8 @@ int ql_codec_get_strmap(const msgpack_object *v, ql_strmap_t *dst) {
         const msgpack_object *k = &v->via.map.ptr[i].key, *val = &v->via.map.ptr[i].val;
         if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR)
             return QL_ECORRUPT;
-        char *ks = strndup(k->via.str.ptr, k->via.str.size);
-        char *vs = strndup(val->via.str.ptr, val->via.str.size);
+        char *ks = ql_codec_strdup(k);
+        char *vs = ql_codec_strdup(val);
         int rc = (ks && vs) ? ql_strmap_set(dst, ks, vs) : UV_ENOMEM;
         free(ks);
         free(vs);

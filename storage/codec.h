@@ -30,6 +30,10 @@ typedef int (*ql_codec_field_fn)(const msgpack_object *key, const msgpack_object
 int ql_codec_decode(msgpack_zone *zone, const void *buf, size_t len, ql_codec_field_fn field,
                     void *arg, ql_extra_t *extra);
 
+/* A NUL-terminated copy of a msgpack string's bytes (which are not NUL-terminated, so strndup,
+ * which may look for a NUL past them, does not fit); NULL when out of memory. */
+char *ql_codec_strdup(const msgpack_object *v);
+
 /* Whether a map key is the string name. Inline: every caller passes a literal, so strlen folds
  * to a constant and decoding a record costs no strlen per field and candidate name. */
 static inline bool ql_codec_key_is(const msgpack_object *key, const char *name) {
