@@ -48,7 +48,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 step "fuzzers (libFuzzer, bounded runs)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DQL_FUZZ=ON > /dev/null
-cmake --build build-fuzz -j"$jobs"
+cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_yaml fuzz_api
 (cd build-fuzz && ctest --output-on-failure -R '^fuzz_' --timeout 600)
 
 echo

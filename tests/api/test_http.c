@@ -703,8 +703,9 @@ Test(http, malformed_requests_get_400_and_close) {
         "GET /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
         "GET /echo HTTP/1.1\r\nBad Header\r\n\r\n",
         "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        "POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
-        "5\r\nhello\r\n0\r\n\r\n",
+        /* one request in two literals (parenthesised: the concatenation is meant) */
+        ("POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "5\r\nhello\r\n0\r\n\r\n"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         client_t *c = cl_connect();
