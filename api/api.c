@@ -164,6 +164,16 @@ bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
     return false;
 }
 
+void ql_api_answer_change(ql_api_t *api, ql_http_req_t *req, int status, const ql_err_t *err,
+                          const char *what) {
+    if (status) {
+        ql_api_fail_err(req, status, err);
+        return;
+    }
+    ql_api_log_change(api, req, what);
+    ql_api_ok(req, json_string(""), NULL);
+}
+
 void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what) {
     if (!ql_log_enabled(api->log, QL_LOG_INFO))
         return;

@@ -87,6 +87,10 @@ bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
 
 /* Logs a committed change (INFO): what, the request's method and path and the user. */
 void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what);
+/* The answer of a write whose data is "" (Kylin's for updates and deletes): the error when
+ * status fails, else the change logged as `what` and the empty success envelope. */
+void ql_api_answer_change(ql_api_t *api, ql_http_req_t *req, int status, const ql_err_t *err,
+                          const char *what);
 
 /* Called on the loop when a threadpool work item of the API ended (after its answer). */
 void ql_api_work_done(ql_api_t *api);

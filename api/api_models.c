@@ -54,12 +54,7 @@ static void model_done(void *arg, int status, const ql_err_t *err) {
 
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     model_op_t *op = arg;
-    if (status) {
-        ql_api_fail_err(op->req, status, err);
-    } else {
-        ql_api_log_change(op->api, op->req, "model updated");
-        ql_api_ok(op->req, json_string(""), NULL);
-    }
+    ql_api_answer_change(op->api, op->req, status, err, "model updated");
     op_free(op);
 }
 

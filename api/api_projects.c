@@ -58,12 +58,7 @@ static void project_done(void *arg, int status, const ql_err_t *err) {
 /* Answers "" (Kylin's data for config updates). */
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     project_op_t *op = arg;
-    if (status) {
-        ql_api_fail_err(op->req, status, err);
-    } else {
-        ql_api_log_change(op->api, op->req, "project updated");
-        ql_api_ok(op->req, json_string(""), NULL);
-    }
+    ql_api_answer_change(op->api, op->req, status, err, "project updated");
     op_free(op);
 }
 

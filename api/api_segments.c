@@ -277,12 +277,7 @@ static int delete_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void delete_done(void *arg, int status, const ql_err_t *err) {
     seg_op_t *op = arg;
-    if (status) {
-        ql_api_fail_err(op->req, status, err);
-    } else {
-        ql_api_log_change(op->api, op->req, "segments deleted");
-        ql_api_ok(op->req, json_string(""), NULL);
-    }
+    ql_api_answer_change(op->api, op->req, status, err, "segments deleted");
     op_free(op);
 }
 
