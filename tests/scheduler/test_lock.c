@@ -14,6 +14,8 @@
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
 
+#include "tests/common/loop_util.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -77,39 +79,6 @@ static struct {
     proc_a_t a;
     ql_id_t model, marker_model;
 } w;
-
-static int64_t mono_ms(void) {
-    return (int64_t)(uv_hrtime() / 1000000);
-}
-
-static void tick_cb(uv_timer_t *t) {
-    (void)t;
-}
-
-typedef bool (*cond_fn)(const void *arg);
-
-static bool drive_until(cond_fn cond, const void *arg, int64_t ms) {
-    int64_t end = mono_ms() + ms;
-    while (!cond(arg)) {
-        if (mono_ms() >= end)
-            return false;
-        uv_run(&w.loop, UV_RUN_ONCE);
-    }
-    return true;
-}
-
-static void drive_for(int64_t ms) {
-    int64_t end = mono_ms() + ms;
-    while (mono_ms() < end)
-        uv_run(&w.loop, UV_RUN_ONCE);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
 
 /* B's log lines, kept to check what B did and in which order. */
 static void log_sink(void *arg, ql_log_level_t level, const char *line) {
@@ -199,14 +168,16 @@ static void start_a(void) {
     cr_assert_eq(uv_spawn(&w.loop, &w.a.proc, &o), 0);
     close(err_fd);
     uv_read_start((uv_stream_t *)&w.a.out, a_alloc, a_read);
-    cr_assert(drive_until(cond_a_master, NULL, DEADLINE_MS), "server A never took the lock");
+    cr_assert(ql_test_drive_until(&w.loop, cond_a_master, NULL, DEADLINE_MS),
+              "server A never took the lock");
 }
 
 static void stop_a(int sig) {
     cr_assert_eq(uv_process_kill(&w.a.proc, sig), 0);
-    cr_assert(drive_until(cond_a_gone, NULL, DEADLINE_MS), "server A did not exit");
+    cr_assert(ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS),
+              "server A did not exit");
     uv_close((uv_handle_t *)&w.a.out, a_closed);
-    cr_assert(drive_until(cond_a_closed, NULL, DEADLINE_MS));
+    cr_assert(ql_test_drive_until(&w.loop, cond_a_closed, NULL, DEADLINE_MS));
 }
 
 /* ---- server B ---- */
@@ -285,12 +256,12 @@ static void setup(void) {
     fclose(f);
     cr_assert_eq(uv_loop_init(&w.loop), 0);
     uv_timer_init(&w.loop, &w.tick);
-    uv_timer_start(&w.tick, tick_cb, 5, 5);
+    uv_timer_start(&w.tick, ql_test_tick_cb, 5, 5);
 
     start_a();
     start_b();
     /* A creates project p and model m as soon as it runs. */
-    cr_assert(drive_until(cond_model_exists, "m", DEADLINE_MS));
+    cr_assert(ql_test_drive_until(&w.loop, cond_model_exists, "m", DEADLINE_MS));
     w.model = find_model("m");
 }
 
@@ -307,11 +278,11 @@ static bool cond_b_stopped(const void *arg) {
 static void teardown(void) {
     if (w.b) {
         ql_node_stop(w.b, b_stopped, NULL);
-        cr_assert(drive_until(cond_b_stopped, NULL, DEADLINE_MS));
+        cr_assert(ql_test_drive_until(&w.loop, cond_b_stopped, NULL, DEADLINE_MS));
     }
     if (!w.a.exited) {
         uv_process_kill(&w.a.proc, SIGKILL);
-        drive_until(cond_a_gone, NULL, DEADLINE_MS);
+        ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS);
     }
     if (!uv_is_closing((uv_handle_t *)&w.a.out))
         uv_close((uv_handle_t *)&w.a.out, NULL);
@@ -319,7 +290,7 @@ static void teardown(void) {
     uv_run(&w.loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
     ql_config_free(w.cfg);
-    nftw(w.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ql_test_rm_tree(w.dir);
 }
 
 /* ---- jobs ---- */
@@ -353,7 +324,7 @@ static ql_id_t submit_b(const ql_id_t *model, int day) {
                       .submitter = "ADMIN",
                       .now = BASE + day}};
     cr_assert_eq(ql_writer_submit(ql_node_writer(w.b), ql_submit_fn, &s.op, sub_done), 0);
-    cr_assert(drive_until(cond_sub, &s, DEADLINE_MS));
+    cr_assert(ql_test_drive_until(&w.loop, cond_sub, &s, DEADLINE_MS));
     cr_assert_eq(s.status, 0);
     return s.op.job;
 }
@@ -435,41 +406,6 @@ static bool cond_pgid(const void *arg) {
     return p->pgid > 0;
 }
 
-/* True when no live (non-zombie) process is in group pgid (see test_sched.c). */
-static bool group_gone(int pgid) {
-    if (kill(-pgid, 0) == -1 && errno == ESRCH)
-        return true;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return false;
-    bool alive = false;
-    struct dirent *e;
-    while (!alive && (e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        char state;
-        int ppid, pgrp;
-        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-            state != 'Z')
-            alive = true;
-    }
-    closedir(d);
-    return !alive;
-}
-
-static bool cond_group_gone(const void *arg) {
-    return group_gone(*(const int *)arg);
-}
-
 /* ---- tests ---- */
 
 Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, .init = setup,
@@ -488,12 +424,13 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
 
     /* A job submitted through B is run by A (its poll finds it: B cannot kick A). */
     ql_id_t j1 = submit_b(&w.model, 0);
-    cr_assert(drive_until(cond_succeed, &j1, DEADLINE_MS), "A did not run the job");
+    cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j1, DEADLINE_MS),
+              "A did not run the job");
     assert_ran_on(&j1, a_pid);
     ql_job_t j = get_job(&j1);
     cr_assert_eq(j.fence, a_epoch, "A moved it under its fencing epoch");
     ql_job_free(&j);
-    drive_for(1200); /* a standby poll or more: B still stands by */
+    ql_test_drive_for(&w.loop, 1200); /* a standby poll or more: B still stands by */
     cr_assert_not(ql_node_is_master(w.b));
 
     /* A stops gracefully; a job submitted meanwhile waits READY for the next master. */
@@ -501,14 +438,16 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
     cr_assert(w.a.exited && w.a.exit_status == 0 && w.a.term_signal == 0,
               "A did not stop cleanly (status %lld, signal %d)", (long long)w.a.exit_status,
               w.a.term_signal);
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     ql_id_t j2 = submit_b(&w.model, 1);
-    cr_assert(drive_until(cond_b_master, NULL, 3000), "B did not take over within 3 s");
-    int64_t took = mono_ms() - t0;
+    cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
+              "B did not take over within 3 s");
+    int64_t took = ql_test_mono_ms() - t0;
     cr_assert_lt(took, 2500, "takeover took %lld ms", (long long)took);
     cr_assert_not_null(ql_node_sched(w.b));
     cr_assert_str_eq(ql_node_lock_holder(w.b), "");
-    cr_assert(drive_until(cond_succeed, &j2, DEADLINE_MS), "B did not run the READY job");
+    cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j2, DEADLINE_MS),
+              "B did not run the READY job");
     assert_ran_on(&j2, (long)getpid());
     j = get_job(&j2);
     cr_assert_eq(j.fence, a_epoch + 1, "a new holding raises the fencing epoch");
@@ -520,20 +459,24 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
     create_marker_model();
     ql_id_t job = submit_b(&w.marker_model, 0);
     pgid_wait_t pw = {job, 0};
-    cr_assert(drive_until(cond_pgid, &pw, DEADLINE_MS), "A never started the step");
-    cr_assert(drive_until(cond_marker, NULL, DEADLINE_MS), "the step never touched its marker");
+    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
+              "A never started the step");
+    cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS),
+              "the step never touched its marker");
     cr_assert_not(ql_node_is_master(w.b));
 
     /* A dies with its job RUNNING: the kernel releases the lock, B takes over. */
     stop_a(SIGKILL);
     cr_assert_eq(w.a.term_signal, SIGKILL);
-    cr_assert(drive_until(cond_b_master, NULL, 3000), "B did not take over within 3 s");
-    cr_assert(drive_until(cond_succeed, &job, DEADLINE_MS), "B did not finish the job");
+    cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
+              "B did not take over within 3 s");
+    cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
+              "B did not finish the job");
     assert_ran_on(&job, (long)getpid());
     ql_step_t s = get_step(&job, 0);
     cr_assert_eq(s.attempts, 2, "the interrupted try and B's");
     ql_step_free(&s);
-    cr_assert(drive_until(cond_group_gone, &pw.pgid, DEADLINE_MS),
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
               "the process group %d of A's try survives", pw.pgid);
 
     /* Recovery ran before B scheduled anything. */

@@ -16,6 +16,8 @@
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
 
+#include "tests/common/loop_util.h"
+
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -66,75 +68,6 @@ static world_t w;
 
 /* ---- loop and process helpers ---- */
 
-static int64_t mono_ms(void) {
-    return (int64_t)(uv_hrtime() / 1000000);
-}
-
-static void tick_cb(uv_timer_t *t) {
-    (void)t;
-}
-
-typedef bool (*cond_fn)(const void *arg);
-
-static bool drive_until(cond_fn cond, const void *arg, int64_t ms) {
-    int64_t end = mono_ms() + ms;
-    while (!cond(arg)) {
-        if (mono_ms() >= end)
-            return false;
-        uv_run(&w.loop, UV_RUN_ONCE);
-    }
-    return true;
-}
-
-/* Drives the loop for ms whatever happens (to show that something does NOT happen). */
-static void drive_for(int64_t ms) {
-    int64_t end = mono_ms() + ms;
-    while (mono_ms() < end)
-        uv_run(&w.loop, UV_RUN_ONCE);
-}
-
-/* True when no live (non-zombie) process is in group pgid. */
-static bool group_gone(int pgid) {
-    if (kill(-pgid, 0) == -1 && errno == ESRCH)
-        return true;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return false;
-    bool alive = false;
-    struct dirent *e;
-    while (!alive && (e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-        char state;
-        int ppid, pgrp;
-        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-            state != 'Z')
-            alive = true;
-    }
-    closedir(d);
-    return !alive;
-}
-
-static bool cond_group_gone(const void *arg) {
-    return group_gone(*(const int *)arg);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static bool file_exists(const char *name) {
     char path[256];
     snprintf(path, sizeof path, "%s/%s", w.dir, name);
@@ -147,7 +80,8 @@ static bool cond_file(const void *arg) {
 
 /* A marker step's first try has got past its `touch marker`: it is in its long sleep. */
 static void wait_marker(void) {
-    cr_assert(drive_until(cond_file, "marker", DEADLINE_MS), "the step never touched its marker");
+    cr_assert(ql_test_drive_until(&w.loop, cond_file, "marker", DEADLINE_MS),
+              "the step never touched its marker");
 }
 
 /* ---- store helpers ---- */
@@ -228,7 +162,7 @@ static bool cond_job_is(const void *arg) {
 
 static void wait_job(const ql_id_t *job, ql_state_t st) {
     job_is_t c = {*job, st};
-    bool ok = drive_until(cond_job_is, &c, DEADLINE_MS);
+    bool ok = ql_test_drive_until(&w.loop, cond_job_is, &c, DEADLINE_MS);
     cr_assert(ok, "the job did not become %s (it is %s)", ql_state_name(st),
               ql_state_name(job_state(job)));
 }
@@ -251,8 +185,8 @@ static bool cond_pgid(const void *arg) {
 
 static int wait_pgid(const ql_id_t *job, uint32_t seq) {
     pgid_wait_t p = {*job, seq, 0};
-    cr_assert(drive_until(cond_pgid, &p, DEADLINE_MS), "step %u never ran with a process group",
-              seq);
+    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &p, DEADLINE_MS),
+              "step %u never ran with a process group", seq);
     return p.pgid;
 }
 
@@ -339,7 +273,7 @@ static void start_node(const char *templates, const char *const *settings) {
 
     cr_assert_eq(uv_loop_init(&w.loop), 0);
     uv_timer_init(&w.loop, &w.tick);
-    uv_timer_start(&w.tick, tick_cb, 5, 5);
+    uv_timer_start(&w.tick, ql_test_tick_cb, 5, 5);
     ql_log_init(&w.log, getenv("QL_TEST_DEBUG") ? QL_LOG_DEBUG : QL_LOG_ERROR);
     ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
     cr_assert_eq(ql_node_start(&no, &w.node, &err), 0, "%s", err.msg);
@@ -362,14 +296,15 @@ static bool cond_stopped(const void *arg) {
 static void teardown(void) {
     if (w.node) {
         ql_node_stop(w.node, node_stopped, &w);
-        cr_assert(drive_until(cond_stopped, NULL, DEADLINE_MS), "the node did not stop");
+        cr_assert(ql_test_drive_until(&w.loop, cond_stopped, NULL, DEADLINE_MS),
+                  "the node did not stop");
         w.node = NULL;
     }
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
     ql_config_free(w.cfg);
-    nftw(w.dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ql_test_rm_tree(w.dir);
 }
 
 /* ---- submissions through the one submission path ---- */
@@ -387,7 +322,7 @@ static void sub_done(void *arg, int status, const ql_err_t *err) {
     s->done = true;
     s->status = status;
     s->err = *err;
-    s->ack_ms = mono_ms();
+    s->ack_ms = ql_test_mono_ms();
     /* What every submitter does once its job is durable: wake the fetcher. */
     ql_node_kick(w.node);
 }
@@ -412,7 +347,7 @@ static ql_id_t submit_range(const ql_id_t *model, int64_t start, int64_t end, in
         .now = ++w.next_create,
     };
     cr_assert_eq(ql_writer_submit(ql_node_writer(w.node), ql_submit_fn, &s->op, sub_done), 0);
-    cr_assert(drive_until(cond_sub, s, DEADLINE_MS), "no acknowledgement");
+    cr_assert(ql_test_drive_until(&w.loop, cond_sub, s, DEADLINE_MS), "no acknowledgement");
     cr_assert_eq(s->status, 0, "submit: %s", s->err.msg);
     ql_id_t job = s->op.job;
     if (ack_ms)
@@ -434,7 +369,7 @@ static ql_id_t submit(int day) {
 static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq) {
     world_t *x = arg;
     if (x->n_starts < (int)(sizeof x->starts / sizeof x->starts[0]))
-        x->starts[x->n_starts++] = (start_rec_t){*job, seq, mono_ms()};
+        x->starts[x->n_starts++] = (start_rec_t){*job, seq, ql_test_mono_ms()};
     /* The step's RUNNING state must be durable before its process starts: a fresh read
      * transaction sees it. */
     ql_txn_t *t;
@@ -459,7 +394,7 @@ static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq) {
         x->max_running = (int)all;
     if ((int)p1 > x->max_running_p1)
         x->max_running_p1 = (int)p1;
-    if (x->old_pgid && !group_gone(x->old_pgid))
+    if (x->old_pgid && !ql_test_group_gone(x->old_pgid))
         x->started_while_old_alive++;
     ql_job_free(&j);
     ql_step_free(&s);
@@ -526,7 +461,7 @@ Test(chain, a_failing_step_stops_the_chain, .fini = teardown) {
                NULL);
     ql_id_t job = submit(0);
     wait_job(&job, QL_ERROR);
-    drive_for(100);
+    ql_test_drive_for(&w.loop, 100);
     cr_assert_eq(step_state(&job, 0), QL_SUCCEED);
     ql_step_t s = get_step(&job, 1);
     cr_assert_eq(s.state, QL_ERROR);
@@ -598,7 +533,7 @@ Test(retry, per_step_retries_override_the_global_ones, .fini = teardown) {
     ql_id_t strict_model = create_model("p", "strict_m", "strict", NULL);
     ql_id_t strict = submit_day(&strict_model, 0, 3);
     wait_job(&strict, QL_ERROR);
-    drive_for(100);
+    ql_test_drive_for(&w.loop, 100);
     cr_assert_eq(starts_of(&strict, 0), 1, "retries: 0 wins over kylin.job.retry = 3");
     s = get_step(&strict, 0);
     cr_assert_eq(s.attempts, 1);
@@ -616,9 +551,9 @@ Test(timeout, a_step_over_its_timeout_is_stopped_and_fails, .fini = teardown) {
                NULL);
     ql_id_t job = submit(0);
     int pgid = wait_pgid(&job, 0);
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     wait_job(&job, QL_ERROR);
-    int64_t took = mono_ms() - t0;
+    int64_t took = ql_test_mono_ms() - t0;
     cr_assert_lt(took, 5000, "the timeout stopped it (took %lld ms)", (long long)took);
     ql_step_t s = get_step(&job, 0);
     cr_assert_eq(s.state, QL_ERROR);
@@ -626,7 +561,8 @@ Test(timeout, a_step_over_its_timeout_is_stopped_and_fails, .fini = teardown) {
     cr_assert_not_null(strstr(s.failed_msg, "timed out"), "%s", s.failed_msg);
     cr_assert_eq(s.pgid, 0);
     ql_step_free(&s);
-    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "process group %d survives", pgid);
 }
 
 /* ---- actions on a running shell step ---- */
@@ -663,7 +599,8 @@ static bool cond_action(const void *arg) {
 static void act(const ql_id_t *job, ql_action_t a) {
     action_wait_t aw = {0};
     cr_assert_eq(ql_sched_action(ql_node_sched(w.node), job, a, action_done, &aw), 0);
-    cr_assert(drive_until(cond_action, &aw, DEADLINE_MS), "no answer to %s", ql_action_name(a));
+    cr_assert(ql_test_drive_until(&w.loop, cond_action, &aw, DEADLINE_MS), "no answer to %s",
+              ql_action_name(a));
     cr_assert_eq(aw.status, 0, "%s: %s", ql_action_name(a), aw.msg);
 }
 
@@ -681,9 +618,10 @@ Test(actions, pause_stops_the_process_and_resume_runs_the_step_again, .fini = te
     /* The answer comes once the new states are durable. */
     cr_assert_eq(job_state(&job), QL_PAUSED);
     cr_assert_eq(step_state(&job, 1), QL_READY, "the running step returns to READY");
-    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
-    cr_assert(drive_until(cond_idle, NULL, DEADLINE_MS));
-    drive_for(100);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "process group %d survives", pgid);
+    cr_assert(ql_test_drive_until(&w.loop, cond_idle, NULL, DEADLINE_MS));
+    ql_test_drive_for(&w.loop, 100);
     cr_assert_eq(job_state(&job), QL_PAUSED, "a paused job stays paused");
     cr_assert_eq(starts_of(&job, 1), 1);
 
@@ -710,9 +648,10 @@ Test(actions, discard_stops_the_process_and_removes_the_segment, .fini = teardow
     cr_assert_eq(step_state(&job, 0), QL_SUCCEED);
     cr_assert_eq(step_state(&job, 1), QL_DISCARDED);
     cr_assert_eq(seg_status(&seg), -1, "the NEW segment went with the discard");
-    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
-    cr_assert(drive_until(cond_idle, NULL, DEADLINE_MS));
-    drive_for(100);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "process group %d survives", pgid);
+    cr_assert(ql_test_drive_until(&w.loop, cond_idle, NULL, DEADLINE_MS));
+    ql_test_drive_for(&w.loop, 100);
     cr_assert_eq(starts_of(&job, 1), 1, "nothing reruns");
     cr_assert_eq(job_state(&job), QL_DISCARDED);
 }
@@ -732,7 +671,7 @@ Test(actions, restart_stops_the_process_first_and_reruns_everything, .fini = tea
     wait_job(&job, QL_SUCCEED);
     cr_assert_eq(w.started_while_old_alive, 0,
                  "a step of the restarted job started while the old process group lived");
-    cr_assert(group_gone(pgid));
+    cr_assert(ql_test_group_gone(pgid));
     cr_assert_eq(starts_of(&job, 0), 2, "a restart reruns completed steps");
     cr_assert_eq(starts_of(&job, 1), 2);
     cr_assert_eq(seg_status(&seg), QL_SEG_READY, "the segment was kept and rebuilt");
@@ -755,7 +694,8 @@ Test(actions, restart_writes_ready_states, .fini = teardown) {
     cr_assert_eq(step_state(&job, 0), QL_READY);
     cr_assert_eq(step_state(&job, 1), QL_READY);
     cr_assert_eq(seg_status(&seg), QL_SEG_NEW);
-    cr_assert(drive_until(cond_group_gone, &pgid, DEADLINE_MS), "process group %d survives", pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "process group %d survives", pgid);
     ql_sched_start(ql_node_sched(w.node));
     wait_job(&job, QL_SUCCEED);
 }
@@ -881,7 +821,7 @@ Test(fetcher, a_submission_wakes_an_idle_fetcher_at_once, .fini = teardown) {
                "      - {name: quick, kind: noop}\n",
                NULL);
     cr_assert_eq(ql_config_get_int(w.cfg, "kylin.job.scheduler.poll-interval-second"), 30);
-    drive_for(50); /* idle: the start-up fetch found nothing */
+    ql_test_drive_for(&w.loop, 50); /* idle: the start-up fetch found nothing */
     int64_t ack;
     ql_id_t job = submit_range(&w.model, BASE, BASE + DAY, 3, &ack);
     wait_job(&job, QL_SUCCEED);
@@ -1060,5 +1000,5 @@ Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
     ql_clock_free(vclock);
     ql_templates_free(tpl);
     ql_store_close(st);
-    nftw(d, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ql_test_rm_tree(d);
 }

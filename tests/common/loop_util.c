@@ -1,0 +1,78 @@
+/* Helpers for tests that drive a real libuv loop and real processes. */
+#include "tests/common/loop_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+int64_t ql_test_mono_ms(void) {
+    return (int64_t)(uv_hrtime() / 1000000);
+}
+
+void ql_test_tick_cb(uv_timer_t *t) {
+    (void)t;
+}
+
+bool ql_test_drive_until(uv_loop_t *loop, ql_test_cond_fn cond, const void *arg, int64_t ms) {
+    int64_t end = ql_test_mono_ms() + ms;
+    while (!cond(arg)) {
+        if (ql_test_mono_ms() >= end)
+            return false;
+        uv_run(loop, UV_RUN_ONCE);
+    }
+    return true;
+}
+
+void ql_test_drive_for(uv_loop_t *loop, int64_t ms) {
+    int64_t end = ql_test_mono_ms() + ms;
+    while (ql_test_mono_ms() < end)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
+bool ql_test_group_gone(int pgid) {
+    if (kill(-pgid, 0) == -1 && errno == ESRCH)
+        return true;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return false;
+    bool alive = false;
+    struct dirent *e;
+    while (!alive && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+        char state;
+        int ppid, pgrp;
+        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
+            state != 'Z')
+            alive = true;
+    }
+    closedir(d);
+    return !alive;
+}
+
+bool ql_test_cond_group_gone(const void *arg) {
+    return ql_test_group_gone(*(const int *)arg);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void ql_test_rm_tree(const char *dir) {
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
