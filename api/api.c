@@ -229,7 +229,7 @@ int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, 
 }
 
 int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t *err) {
-    int64_t off, size;
+    int64_t off = 0, size = 0;
     int rc = ql_api_query_int(req, "page_offset", 0, 0, INT32_MAX, &off, err);
     if (rc)
         return rc;

@@ -253,7 +253,7 @@ int ql_yaml_as_strv(const ql_yaml_node_t *node, const char *what, bool nonempty,
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     for (size_t i = 0; i < node->n_items; i++) {
         char item[128];
-        const char *s;
+        const char *s = NULL;
         snprintf(item, sizeof item, "%s item %zu", what, i + 1);
         int rc = ql_yaml_as_str(node->items[i], item, &s, err);
         if (!rc && !(v[i] = strdup(s)))

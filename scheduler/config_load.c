@@ -32,7 +32,7 @@ static int load_list(ql_config_t *cfg, const ql_yaml_node_t *key, const ql_yaml_
     size_t total = 1;
     for (size_t i = 0; i < seq->n_items; i++) {
         const ql_yaml_node_t *item = seq->items[i];
-        const char *text;
+        const char *text = NULL;
         if (item->kind != QL_YAML_SCALAR)
             return ql_yaml_errorf(err, item, "%s: list items must be plain values", key->str);
         int rc = scalar_text(item, key->str, &text, err);
@@ -104,7 +104,7 @@ static int load_pair(ql_config_t *cfg, const ql_yaml_pair_t *pair, const char *p
         return load_list(cfg, key, value, path, err);
     if (value->kind == QL_YAML_SEQUENCE && o->type == QL_CONFIG_USERS)
         return load_users(cfg, key, value, path, err);
-    const char *text;
+    const char *text = NULL;
     int rc = scalar_text(value, o->key, &text, err);
     if (rc != 0)
         return rc;

@@ -30,8 +30,10 @@ void ql_log_format_time(int64_t ms, char *buf, size_t cap) {
     int frac = (int)(ms - (int64_t)secs * 1000);
     struct tm tm;
     gmtime_r(&secs, &tm);
-    snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+    int n = snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+    if (n < 0 && cap > 0) /* cannot happen for these formats; keep the buffer a string anyway */
+        buf[0] = '\0';
 }
 
 void ql_logv(ql_log_t *log, ql_log_level_t level, const char *module, const char *fmt, va_list ap) {
