@@ -1,5 +1,6 @@
 /*
- * qilin-bench-dispatch: the dispatcher's scan at scale (docs/performance.md, "Dispatcher").
+ * qilin bench dispatch (also the standalone qilin-bench-dispatch, which counts allocations): the
+ * dispatcher's scan at scale (docs/performance.md, "Dispatcher").
  *
  * A store of P projects x M models (default 1,000 x 100 = 100,000 eligible models: partitioned
  * by yyyy-MM-dd, an enabled auto_segment_build config, four time zones and four configs, so 16
@@ -144,7 +145,7 @@ static double dir_gib(const char *dir) {
 }
 
 static int fail(const char *what, int rc, const char *msg) {
-    fprintf(stderr, "qilin-bench-dispatch: %s: %s%s%s\n", what, ql_strerror(rc), msg ? ": " : "",
+    fprintf(stderr, "qilin bench dispatch: %s: %s%s%s\n", what, ql_strerror(rc), msg ? ": " : "",
             msg ? msg : "");
     return rc ? rc : 1;
 }
@@ -373,7 +374,7 @@ static int timed_scan(bench_t *b, ql_dispatcher_t *d, double *ms, double *cpu, i
     if (covered < b->res->covered_min)
         b->res->covered_min = covered;
     if (covered != b->res->models) {
-        fprintf(stderr, "qilin-bench-dispatch: only %llu of %llu cycles COVERED\n",
+        fprintf(stderr, "qilin bench dispatch: only %llu of %llu cycles COVERED\n",
                 (unsigned long long)covered, (unsigned long long)b->res->models);
         return 1;
     }
@@ -557,25 +558,27 @@ static int run_config(const opts_t *base, uint64_t p, uint64_t m, uint64_t s, co
 
 static void print_allocs(const char *what, int64_t n, uint64_t models) {
     if (n < 0)
-        printf("  allocations per scan, %-11s n/a (not counted in this binary)\n", what);
+        printf("  allocations per scan, %-11s n/a (counted only by qilin-bench-dispatch)\n", what);
     else
         printf("  allocations per scan, %-11s %lld (%.3f per model)\n", what, (long long)n,
                (double)n / (double)models);
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: qilin-bench-dispatch [--projects P] [--models-per-project M] "
-               "[--segments S] [--scans N]\n"
-               "                            [--table] [--no-main] [--max-segments N] "
-               "[--dir DIR] [--keep]\n"
-               "                            [--store DIR] [--map-gib N] [--ordered-ids]\n"
-               "  defaults: 1000 projects x 100 models x 100 segments, 7 scans per figure,\n"
-               "  --table: 1k/10k/100k models x 10/100/1000 segments (up to --max-segments,\n"
-               "  default 20000000, in total)\n"
-               "  --store DIR: measure the store in DIR (built there first if missing, with the\n"
-               "  given shape, and kept): for profiling the scan without rebuilding\n"
-               "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n"
-               "  --ordered-ids: model ids increase in scan order (best case; default: random)\n");
+static void usage(FILE *f, const char *name) {
+    fprintf(f,
+            "usage: %s [--projects P] [--models-per-project M] [--segments S] [--scans N]\n"
+            "         [--table] [--no-main] [--max-segments N] [--dir DIR] [--keep]\n"
+            "         [--store DIR] [--map-gib N] [--ordered-ids]\n"
+            "  defaults: 1000 projects x 100 models x 100 segments, 7 scans per figure,\n"
+            "  --table: 1k/10k/100k models x 10/100/1000 segments (up to --max-segments,\n"
+            "  default 20000000, in total)\n"
+            "  --store DIR: measure the store in DIR (built there first if missing, with the\n"
+            "  given shape, and kept): for profiling the scan without rebuilding\n"
+            "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n"
+            "  --ordered-ids: model ids increase in scan order (best case; default: random)\n"
+            "  --dir DIR: parent of the stores (default /tmp); --keep: keep them\n"
+            "Allocations per scan are counted only by the standalone qilin-bench-dispatch.\n",
+            name);
 }
 
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -609,7 +612,7 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
         } else if (!strcmp(a, "--keep")) {
             o.keep = true;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            usage(stdout, argv[0]);
             return 0;
         } else if (!strcmp(a, "--dir") && v) {
             o.parent = v;
@@ -635,21 +638,21 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
                 o.max_segments = x;
             i++;
         } else {
-            fprintf(stderr, "qilin-bench-dispatch: bad argument '%s'\n", a);
-            usage(stderr);
+            fprintf(stderr, "qilin bench dispatch: bad argument '%s'\n", a);
+            usage(stderr, argv[0]);
             return 2;
         }
     }
     char root[3800];
     snprintf(root, sizeof root, "%s/ql-bench-dispatch-XXXXXX", o.parent);
     if (!mkdtemp(root)) {
-        perror("qilin-bench-dispatch: mkdtemp");
+        perror("qilin bench dispatch: mkdtemp");
         return 1;
     }
     result_t *res =
         mmap(NULL, sizeof *res, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (res == MAP_FAILED) {
-        perror("qilin-bench-dispatch: mmap");
+        perror("qilin bench dispatch: mmap");
         return 1;
     }
     int rc = 0;
@@ -665,7 +668,7 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
                o.ordered_ids ? "ordered" : "random", o.scans, (unsigned long long)(nm * 2));
         rc = run_config(&o, o.projects, o.models_per_project, o.segs, root, res);
         if (rc) {
-            fprintf(stderr, "qilin-bench-dispatch: the run failed\n");
+            fprintf(stderr, "qilin bench dispatch: the run failed\n");
         } else {
             printf("  store set-up %.1f s, %.2f GiB on disk\n", res->setup_s, res->store_gib);
             printf("  (a) warm (all cycles cached)      median %8.2f ms  (min %.2f, max %.2f), "
@@ -693,7 +696,7 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
         }
     }
     if (!rc && o.table && o.store_dir) {
-        fprintf(stderr, "qilin-bench-dispatch: --table builds its own stores, not --store\n");
+        fprintf(stderr, "qilin bench dispatch: --table builds its own stores, not --store\n");
         rc = 1;
     }
     if (!rc && o.table) {

@@ -1,5 +1,6 @@
 /*
- * qilin-bench-jobs: the job engine benchmark (docs/performance.md, "Job engine").
+ * qilin bench jobs (also the standalone qilin-bench-jobs): the job engine benchmark
+ * (docs/performance.md, "Job engine").
  *
  *   (a) idle dispatch latency: from a submission's acknowledgement (the writer's done callback,
  *       i.e. the job is durable) to its first step starting (the step-start hook, which runs
@@ -75,7 +76,7 @@ static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), nore
 static void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "qilin-bench-jobs: ");
+    fprintf(stderr, "qilin bench jobs: ");
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
@@ -648,13 +649,23 @@ static bool wanted(const bench_opts_t *o, char c) {
     return !o->only || strchr(o->only, c);
 }
 
-static int usage(FILE *f) {
-    fprintf(f, "usage: qilin-bench-jobs [--dir DIR] [--only abcd] [--latency-n N] [--jobs N]\n"
-               "                        [--shell-jobs N] [--finished N] [--interrupted N]\n"
-               "                        [--concurrency N] [--exec-helper PATH] [--keep]\n"
-               "defaults: --latency-n 1000 --jobs 20000 --shell-jobs 5000 --finished 1000000\n"
-               "          --interrupted 10000 --concurrency 256 (kylin.job.max-concurrent-jobs)\n");
+static int usage(FILE *f, const char *name) {
+    fprintf(f,
+            "usage: %s [--dir DIR] [--only abcd] [--latency-n N] [--jobs N]\n"
+            "         [--shell-jobs N] [--finished N] [--interrupted N]\n"
+            "         [--concurrency N] [--exec-helper PATH] [--keep]\n"
+            "  (a) idle dispatch latency, (b) durable noop-step throughput, (c) shell steps\n"
+            "  against plain fork/exec, (d) recovery of a store of finished + interrupted jobs\n"
+            "defaults: --latency-n 1000 --jobs 20000 --shell-jobs 5000 --finished 1000000\n"
+            "          --interrupted 10000 --concurrency 256 (kylin.job.max-concurrent-jobs)\n"
+            "          --dir /tmp; --exec-helper: qilin-exec next to this program\n",
+            name);
     return 2;
+}
+
+static int bad_argument(const char *name, const char *a) {
+    fprintf(stderr, "qilin bench jobs: bad argument '%s'\n", a);
+    return usage(stderr, name);
 }
 
 int ql_bench_jobs_main(int argc, char **argv) {
@@ -674,11 +685,11 @@ int ql_bench_jobs_main(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
+            usage(stdout, argv[0]);
             return 0;
         }
         if (i + 1 >= argc)
-            return usage(stderr);
+            return bad_argument(argv[0], a);
         const char *v = argv[++i];
         if (!strcmp(a, "--dir"))
             o.parent = v;
@@ -699,18 +710,21 @@ int ql_bench_jobs_main(int argc, char **argv) {
         else if (!strcmp(a, "--concurrency"))
             o.concurrency = atoi(v);
         else
-            return usage(stderr);
+            return bad_argument(argv[0], a);
     }
     if (o.latency_n < 1 || o.jobs < 1 || o.shell_jobs < 1 || o.finished < 0 || o.interrupted < 1 ||
-        o.concurrency < 1 || o.concurrency > 10000)
-        return usage(stderr);
+        o.concurrency < 1 || o.concurrency > 10000) {
+        fprintf(stderr, "qilin bench jobs: every count must be at least 1 (--finished: 0), "
+                        "--concurrency at most 10000\n");
+        return usage(stderr, argv[0]);
+    }
     snprintf(o.dir, sizeof o.dir, "%s/qilin-bench-jobs-XXXXXX", o.parent);
     if (!mkdtemp(o.dir)) {
-        fprintf(stderr, "qilin-bench-jobs: cannot create a directory under %s: %s\n", o.parent,
+        fprintf(stderr, "qilin bench jobs: cannot create a directory under %s: %s\n", o.parent,
                 strerror(errno));
         return 1;
     }
-    printf("qilin-bench-jobs: stores under %s\n", o.dir);
+    printf("qilin bench jobs: stores under %s\n", o.dir);
     int rc = 0;
     if (wanted(&o, 'a'))
         rc |= run_child(&o, bench_latency, "(a)");
