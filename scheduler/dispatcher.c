@@ -517,6 +517,7 @@ static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *
     ql_dispatch_seg_t *ds = n <= SEG_BUF ? dbuf : malloc(n * sizeof *ds);
     ql_id_t *jobs = n <= SEG_BUF ? jbuf : malloc(n * sizeof *jobs);
     bool any_new = false;
+    int64_t new_lo = 0, new_hi = 0;
     if (!ds || !jobs) {
         rc = UV_ENOMEM;
         goto out;
@@ -529,11 +530,17 @@ static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *
         ds[i].has_live_job = false;
         ds[i].job_state = QL_READY;
         jobs[i] = segs[i].job;
-        any_new |= segs[i].status == QL_SEG_NEW;
+        if (segs[i].status == QL_SEG_NEW) {
+            new_lo = any_new && new_lo < segs[i].start ? new_lo : segs[i].start;
+            new_hi = any_new && new_hi > segs[i].end ? new_hi : segs[i].end;
+            any_new = true;
+        }
     }
     if (any_new) {
+        /* A NEW segment's job has the segment's range, so the live jobs over the NEW segments'
+         * span are all the owners there can be (not the model's other live jobs). */
         owner_ctx_t oc = {.jobs = jobs, .segs = ds, .n = n};
-        if ((rc = ql_job_foreach_live(txn, &m->id, owner_cb, &oc)))
+        if ((rc = ql_job_foreach_live_overlapping(txn, &m->id, new_lo, new_hi, owner_cb, &oc)))
             goto out;
     }
     r->state = ql_dispatch_classify(c->start, c->end, ds, n);

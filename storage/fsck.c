@@ -27,8 +27,8 @@
 /* Key layouts repeated from store_jobs.c / store_segments.c (documented in store_int.h). */
 #define SEG_KEY_LEN 41
 #define STATE_KEY_LEN 26
-#define LIVE_KEY_LEN 32
-#define LIVE_VAL_LEN 18
+#define LIVE_KEY_LEN QL_LIVE_KEY_LEN
+#define LIVE_VAL_LEN QL_LIVE_VAL_LEN
 #define MODEL_KEY_LEN 40
 #define RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
 #define STEP_KEY_LEN 20
@@ -584,12 +584,7 @@ static size_t job_recent_key(uint8_t *k, const char *project, const ql_job_t *j)
 }
 
 static void job_live_key(uint8_t *k, uint8_t *v, const ql_job_t *j) {
-    memcpy(k, j->model.b, 16);
-    memcpy(k + 16, j->id.b, 16);
-    v[0] = (uint8_t)j->state;
-    v[1] = j->has_range;
-    ql_put_key_i64(v + 2, j->range_start);
-    ql_put_key_i64(v + 10, j->range_end);
+    ql_job_live_entry(k, v, j);
 }
 
 static void job_model_key(uint8_t *k, const ql_job_t *j) {

@@ -107,7 +107,7 @@ static int live_probe_cb(const ql_live_job_t *j, void *arg) {
 static int check_job_conflict(ql_txn_t *txn, const ql_model_t *m, int64_t start, int64_t end,
                               ql_err_t *err) {
     live_probe_t p = {.start = start, .end = end};
-    int rc = ql_job_foreach_live(txn, &m->id, live_probe_cb, &p);
+    int rc = ql_job_foreach_live_overlapping(txn, &m->id, start, end, live_probe_cb, &p);
     if (rc)
         return ql_err_set(err, rc, "cannot read the jobs of model '%s': %s", m->name,
                           ql_strerror(rc));
@@ -440,7 +440,7 @@ int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *
         }
         live_probe_t p = {.start = s.start, .end = s.end, .progressing_only = true};
         ql_segment_free(&s);
-        if ((rc = ql_job_foreach_live(txn, &m.id, live_probe_cb, &p)))
+        if ((rc = ql_job_foreach_live_overlapping(txn, &m.id, p.start, p.end, live_probe_cb, &p)))
             break;
         if (p.any) {
             char jid[QL_ID_STR_LEN + 1];

@@ -32,7 +32,7 @@
 
 #define QL_STORE_DEFAULT_MAP_SIZE (64ull << 30)
 /* Schema of the environment: a build refuses a store whose major version is higher. */
-#define QL_SCHEMA_MAJOR 1
+#define QL_SCHEMA_MAJOR 2
 #define QL_SCHEMA_MINOR 0
 
 typedef struct ql_store ql_store_t;
@@ -162,6 +162,10 @@ typedef struct ql_live_job {
 } ql_live_job_t;
 typedef int (*ql_live_job_cb)(const ql_live_job_t *j, void *arg);
 int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg);
+/* The non-final jobs of a model whose range overlaps [start, end), by range start: O(log n + k)
+ * however many live jobs the model has (see store_jobs.c for the invariant it rests on). */
+int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                                    ql_live_job_cb cb, void *arg);
 
 /* Jobs of a project (NULL: of every project), most recently modified first (or oldest first
  * when oldest_first). The callback gets the id and state from the index; decode with

@@ -59,6 +59,38 @@ static int mkdir_p(const char *path) {
     return 0;
 }
 
+/*
+ * Brings an older store up to this schema in the transaction txn (consumed). Schema 1 keyed
+ * job_live by (model, id); schema 2 by (model, range start, id). A read-only open cannot
+ * write, so it says how to upgrade instead.
+ */
+static int upgrade_schema(ql_store_t *s, ql_txn_t *txn, uint64_t major, uint64_t minor,
+                          ql_err_t *err) {
+    if (s->read_only || major != 1) {
+        ql_txn_abort(txn);
+        return ql_err_set(
+            err, QL_EVERSION, "the store at %s has schema %llu.%llu and this build reads %d.x%s",
+            s->path, (unsigned long long)major, (unsigned long long)minor, QL_SCHEMA_MAJOR,
+            major == 1 ? ": start qilind on it once (or any writing command) to "
+                         "upgrade it in place"
+                       : "");
+    }
+    int rc = ql_store_migrate_job_live(txn);
+    if (!rc)
+        rc = ql_meta_put_u64(txn, "schema_major", QL_SCHEMA_MAJOR);
+    if (!rc)
+        rc = ql_meta_put_u64(txn, "schema_minor", QL_SCHEMA_MINOR);
+    if (rc) {
+        ql_txn_abort(txn);
+        return ql_err_set(err, rc, "cannot upgrade the store at %s from schema %llu.%llu: %s",
+                          s->path, (unsigned long long)major, (unsigned long long)minor,
+                          ql_strerror(rc));
+    }
+    if ((rc = ql_txn_commit(txn)))
+        return ql_err_set(err, rc, "cannot upgrade the store at %s: %s", s->path, ql_strerror(rc));
+    return 0;
+}
+
 static int check_schema(ql_store_t *s, ql_err_t *err) {
     ql_txn_t *txn;
     int rc = ql_txn_begin(s, !s->read_only, &txn);
@@ -85,6 +117,8 @@ static int check_schema(ql_store_t *s, ql_err_t *err) {
                           "the store at %s has no schema version", s->path);
     }
     ql_meta_get_u64(txn, "schema_minor", &minor);
+    if (major < QL_SCHEMA_MAJOR)
+        return upgrade_schema(s, txn, major, minor, err);
     ql_txn_abort(txn);
     if (major > QL_SCHEMA_MAJOR)
         return ql_err_set(err, QL_EVERSION,

@@ -11,7 +11,9 @@
  *   segment_ids    id(16) -> segments key(41)
  *   jobs           id(16) -> job record
  *   job_states     state(1) priority(1) create_time(8) id(16) -> ""  what the fetcher picks
- *   job_live       model(16) id(16) -> state(1) has_range(1) start(8) end(8)   non-final jobs
+ *   job_live       model(16) start(8) id(16) -> state(1) has_range(1) start(8) end(8)
+ *                  non-final jobs by range start (INT64_MIN for a job without a range), so a
+ *                  range's overlapping live jobs are one seek away (schema 2; 1 keyed model id)
  *   job_models     model(16) create_time(8) id(16) -> ""
  *   job_recent     project '\0' modify_time(8) id(16) -> state(1);  and the same under the
  *                  empty project "" for the list of every project's jobs
@@ -69,6 +71,13 @@ struct ql_txn {
     msgpack_zone zone; /* reused by every decode in this transaction */
     ql_buf_t buf;      /* encode scratch */
 };
+
+#define QL_LIVE_KEY_LEN 40
+#define QL_LIVE_VAL_LEN 18
+/* A job's job_live entry (meaningful for a non-final job of a model). */
+void ql_job_live_entry(uint8_t k[QL_LIVE_KEY_LEN], uint8_t v[QL_LIVE_VAL_LEN], const ql_job_t *j);
+/* Rewrites the job_live keys of a schema-1 store in the schema-2 layout. */
+int ql_store_migrate_job_live(ql_txn_t *txn);
 
 /* LMDB code -> Qilin code. */
 int ql_store_mdb_err(int rc);

@@ -5,8 +5,6 @@
 #include <string.h>
 
 #define STATE_KEY_LEN 26
-#define LIVE_KEY_LEN 32
-#define LIVE_VAL_LEN 18
 #define MODEL_KEY_LEN 40
 #define RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
 #define STEP_KEY_LEN 20
@@ -18,12 +16,10 @@ static void state_key(uint8_t *k, const ql_job_t *j) {
     memcpy(k + 10, j->id.b, 16);
 }
 
-static void live_key(uint8_t *k, const ql_job_t *j) {
+void ql_job_live_entry(uint8_t k[QL_LIVE_KEY_LEN], uint8_t v[QL_LIVE_VAL_LEN], const ql_job_t *j) {
     memcpy(k, j->model.b, 16);
-    memcpy(k + 16, j->id.b, 16);
-}
-
-static void live_val(uint8_t *v, const ql_job_t *j) {
+    ql_put_key_i64(k + 16, j->has_range ? j->range_start : INT64_MIN);
+    memcpy(k + 24, j->id.b, 16);
     v[0] = (uint8_t)j->state;
     v[1] = j->has_range;
     ql_put_key_i64(v + 2, j->range_start);
@@ -75,7 +71,7 @@ int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) 
 }
 
 static int unindex(ql_txn_t *txn, const ql_job_t *old) {
-    uint8_t k[RECENT_KEY_MAX];
+    uint8_t k[RECENT_KEY_MAX], v[QL_LIVE_VAL_LEN];
     int rc;
     state_key(k, old);
     if ((rc = ql_db_del(txn, DB_JOB_STATES, k, STATE_KEY_LEN)))
@@ -84,15 +80,15 @@ static int unindex(ql_txn_t *txn, const ql_job_t *old) {
         (rc = ql_db_del(txn, DB_JOB_RECENT, k, recent_key(k, "", old))))
         return rc;
     if (!ql_id_is_zero(&old->model) && non_final(old->state)) {
-        live_key(k, old);
-        if ((rc = ql_db_del(txn, DB_JOB_LIVE, k, LIVE_KEY_LEN)))
+        ql_job_live_entry(k, v, old);
+        if ((rc = ql_db_del(txn, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN)))
             return rc;
     }
     return count_state(txn, old, -1);
 }
 
 static int reindex(ql_txn_t *txn, const ql_job_t *j, bool is_new) {
-    uint8_t k[RECENT_KEY_MAX], v[LIVE_VAL_LEN];
+    uint8_t k[RECENT_KEY_MAX], v[QL_LIVE_VAL_LEN];
     uint8_t state = (uint8_t)j->state;
     int rc;
     state_key(k, j);
@@ -103,9 +99,8 @@ static int reindex(ql_txn_t *txn, const ql_job_t *j, bool is_new) {
         return rc;
     if (!ql_id_is_zero(&j->model)) {
         if (non_final(j->state)) {
-            live_key(k, j);
-            live_val(v, j);
-            if ((rc = ql_db_put(txn, DB_JOB_LIVE, k, LIVE_KEY_LEN, v, LIVE_VAL_LEN)))
+            ql_job_live_entry(k, v, j);
+            if ((rc = ql_db_put(txn, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN, v, QL_LIVE_VAL_LEN)))
                 return rc;
         }
         if (is_new) {
@@ -212,31 +207,136 @@ int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void
     return rc > 0 ? 0 : rc;
 }
 
+/* One job_live entry; 1 when it is not an entry of model (the walk ends there). */
+static int live_decode(const MDB_val *k, const MDB_val *v, const ql_id_t *model,
+                       ql_live_job_t *out) {
+    if (k->mv_size < 16 || memcmp(k->mv_data, model->b, 16) != 0)
+        return 1;
+    if (k->mv_size != QL_LIVE_KEY_LEN || v->mv_size != QL_LIVE_VAL_LEN)
+        return QL_ECORRUPT;
+    const uint8_t *p = v->mv_data;
+    memcpy(out->id.b, (const uint8_t *)k->mv_data + 24, 16);
+    out->state = (ql_state_t)p[0];
+    out->has_range = p[1];
+    out->start = ql_get_key_i64(p + 2);
+    out->end = ql_get_key_i64(p + 10);
+    return 0;
+}
+
+/* Visits the entries from the first key >= (model, from) while their start is below until. */
+static int live_walk(MDB_cursor *c, const ql_id_t *model, int64_t from, int64_t until,
+                     ql_live_job_cb cb, void *arg) {
+    uint8_t seek[24];
+    memcpy(seek, model->b, 16);
+    ql_put_key_i64(seek + 16, from);
+    MDB_val k = ql_val(seek, sizeof seek), v;
+    int rc = 0;
+    for (int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); mrc == 0;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        ql_live_job_t lj;
+        if ((rc = live_decode(&k, &v, model, &lj)))
+            return rc > 0 ? 0 : rc;
+        if (ql_get_key_i64((const uint8_t *)k.mv_data + 16) >= until)
+            return 0;
+        if ((rc = cb(&lj, arg)))
+            return rc;
+    }
+    return 0;
+}
+
 int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_LIVE, &c);
     if (rc)
         return rc;
-    MDB_val k = ql_val(model->b, 16), v;
+    rc = live_walk(c, model, INT64_MIN, INT64_MAX, cb, arg);
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+/*
+ * The live jobs whose range overlaps [start, end). This rests on an invariant: the ranged live
+ * jobs of a model never overlap one another, because every mutation that creates a job with a
+ * range refuses an overlapping live one inside its transaction (KE-010032206), and fsck checks
+ * it. Sorted by start they are then sorted by end too, so the ones overlapping [start, end)
+ * are the last one starting before start (when it ends after start) and those starting in
+ * [start, end): one seek back, one walk forward, never the model's other live jobs.
+ */
+int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                                    ql_live_job_cb cb, void *arg) {
+    if (start >= end)
+        return 0;
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_LIVE, &c);
+    if (rc)
+        return rc;
+    uint8_t seek[24];
+    memcpy(seek, model->b, 16);
+    ql_put_key_i64(seek + 16, start);
+    MDB_val k = ql_val(seek, sizeof seek), v;
     int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (mrc == 0 && k.mv_size == LIVE_KEY_LEN && memcmp(k.mv_data, model->b, 16) == 0) {
-        if (v.mv_size != LIVE_VAL_LEN) {
+    mrc = mdb_cursor_get(c, &k, &v, mrc == 0 ? MDB_PREV : MDB_LAST);
+    if (mrc == 0) {
+        ql_live_job_t before;
+        int d = live_decode(&k, &v, model, &before);
+        if (d < 0)
+            rc = d;
+        else if (d == 0 && before.has_range && before.end > start)
+            rc = cb(&before, arg);
+    }
+    if (rc == 0)
+        rc = live_walk(c, model, start, end, cb, arg);
+    mdb_cursor_close(c);
+    return rc > 0 ? 0 : rc;
+}
+
+int ql_store_migrate_job_live(ql_txn_t *txn) {
+    enum { OLD_KEY_LEN = 32 };
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, DB_JOB_LIVE, &c);
+    if (rc)
+        return rc;
+    /* Collected first: the table is rewritten under the cursor otherwise. */
+    size_t n = 0, cap = 0;
+    uint8_t(*old)[OLD_KEY_LEN + QL_LIVE_VAL_LEN] = NULL;
+    MDB_val k, v;
+    for (int mrc = mdb_cursor_get(c, &k, &v, MDB_FIRST); mrc == 0 && !rc;
+         mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        if (k.mv_size == QL_LIVE_KEY_LEN)
+            continue; /* already in the new layout */
+        if (k.mv_size != OLD_KEY_LEN || v.mv_size != QL_LIVE_VAL_LEN) {
             rc = QL_ECORRUPT;
             break;
         }
-        const uint8_t *p = v.mv_data;
-        ql_live_job_t lj;
-        memcpy(lj.id.b, (uint8_t *)k.mv_data + 16, 16);
-        lj.state = (ql_state_t)p[0];
-        lj.has_range = p[1];
-        lj.start = ql_get_key_i64(p + 2);
-        lj.end = ql_get_key_i64(p + 10);
-        if ((rc = cb(&lj, arg)))
-            break;
-        mrc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 256;
+            void *p = realloc(old, ncap * sizeof *old);
+            if (!p) {
+                rc = UV_ENOMEM;
+                break;
+            }
+            old = p;
+            cap = ncap;
+        }
+        memcpy(old[n], k.mv_data, OLD_KEY_LEN);
+        memcpy(old[n] + OLD_KEY_LEN, v.mv_data, QL_LIVE_VAL_LEN);
+        n++;
     }
     mdb_cursor_close(c);
-    return rc > 0 ? 0 : rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const uint8_t *ok = old[i], *ov = old[i] + OLD_KEY_LEN;
+        uint8_t nk[QL_LIVE_KEY_LEN];
+        memcpy(nk, ok, 16);
+        if (ov[1])
+            memcpy(nk + 16, ov + 2, 8); /* the start, already in key encoding */
+        else
+            ql_put_key_i64(nk + 16, INT64_MIN);
+        memcpy(nk + 24, ok + 16, 16);
+        if (!(rc = ql_db_del(txn, DB_JOB_LIVE, ok, OLD_KEY_LEN)))
+            rc = ql_db_put(txn, DB_JOB_LIVE, nk, QL_LIVE_KEY_LEN, ov, QL_LIVE_VAL_LEN);
+    }
+    free(old);
+    return rc;
 }
 
 int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
