@@ -763,9 +763,7 @@ static int find_stale(fsck_t *f, int db, const char *name, expect_fn expect) {
         size_t id_at;
         if (db == DB_JOB_STATES)
             id_at = 10;
-        else if (db == DB_JOB_LIVE)
-            id_at = 16;
-        else if (db == DB_JOB_MODELS)
+        else if (db == DB_JOB_LIVE || db == DB_JOB_MODELS)
             id_at = 24;
         else
             id_at = k.mv_size >= 24 ? k.mv_size - 16 : 0;
@@ -873,6 +871,47 @@ static int check_jobs(fsck_t *f) {
         if (entries(f, idx[i].db) != idx[i].found &&
             (rc = find_stale(f, idx[i].db, idx[i].name, idx[i].fn)))
             return rc;
+    return 0;
+}
+
+/*
+ * The ranged live jobs of a model never overlap one another: every mutation that creates one
+ * refuses an overlap (KE-010032206), and the overlap query of ql_job_foreach_live_overlapping
+ * rests on it. job_live sorts a model's entries by range start, so one walk with the largest
+ * end so far finds any overlap.
+ */
+static int check_live_disjoint(fsck_t *f) {
+    MDB_cursor *c;
+    int rc = cursor(f, DB_JOB_LIVE, &c);
+    if (rc)
+        return rc;
+    MDB_val k, v;
+    uint8_t model[16] = {0}, widest[16] = {0};
+    int64_t max_end = INT64_MIN;
+    for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
+        if (k.mv_size != LIVE_KEY_LEN || v.mv_size != LIVE_VAL_LEN)
+            continue; /* reported by the index checks */
+        const uint8_t *kp = k.mv_data, *vp = v.mv_data;
+        if (memcmp(kp, model, 16) != 0) {
+            memcpy(model, kp, 16);
+            max_end = INT64_MIN;
+        }
+        if (!vp[1])
+            continue; /* no range */
+        int64_t start = ql_get_key_i64(vp + 2), end = ql_get_key_i64(vp + 10);
+        if (start < max_end) {
+            char a[QL_ID_STR_LEN + 1], b[QL_ID_STR_LEN + 1];
+            idstr(widest, a);
+            idstr(kp + 24, b);
+            VIOLATION(f, "live jobs %s and %s of one model overlap (from %lld to %lld)", a, b,
+                      (long long)start, (long long)(end < max_end ? end : max_end));
+        }
+        if (end > max_end) {
+            max_end = end;
+            memcpy(widest, kp + 24, 16);
+        }
+    }
+    mdb_cursor_close(c);
     return 0;
 }
 
@@ -1015,6 +1054,8 @@ int ql_store_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report) {
         rc = check_segments(&f);
     if (!rc)
         rc = check_jobs(&f);
+    if (!rc)
+        rc = check_live_disjoint(&f);
     if (!rc)
         rc = check_outputs(&f);
     if (!rc)

@@ -318,3 +318,28 @@ Test(live_index, a_schema_1_store_is_upgraded_in_place_and_refused_read_only) {
     ql_txn_abort(t);
     assert_fsck_clean();
 }
+
+Test(live_index, fsck_reports_overlapping_live_jobs_of_one_model) {
+    ql_txn_t *t = txn_begin(true);
+    put_project(t);
+    ql_id_t m = put_model(t, "m"), other = put_model(t, "other");
+    put_job(t, &m, true, 0, 10 * DAY, QL_READY);
+    put_job(t, &m, true, 12 * DAY, 13 * DAY, QL_READY);
+    put_job(t, &other, true, 5 * DAY, 6 * DAY, QL_READY); /* another model: no overlap */
+    put_job(t, &m, true, 9 * DAY, 11 * DAY, QL_SUCCEED);  /* final: not live */
+    cr_assert_eq(ql_txn_commit(t), 0);
+    assert_fsck_clean();
+
+    t = txn_begin(true);
+    put_job(t, &m, true, 3 * DAY, 4 * DAY, QL_PAUSED); /* inside [0, 10d): bypasses the rules */
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_fsck_report_t r;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
+    fclose(out);
+    cr_assert_eq(r.violations, 1, "%s", text);
+    cr_assert(strstr(text, "overlap"), "%s", text);
+    free(text);
+}
