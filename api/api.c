@@ -338,7 +338,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         off += (size_t)snprintf(api->mode + off, sizeof api->mode - off, "%s%s", i ? "," : "",
                                 modes[i]);
     int rc = make_auth(api, err);
-    if (!rc && (rc = ql_tzcache_new(&api->tzcache)))
+    if (!rc && (rc = ql_submit_cache_new(0, &api->norm)))
         ql_err_set(err, rc, "out of memory");
     if (!rc && (rc = ql_http_router_new(&api->router)))
         ql_err_set(err, rc, "out of memory");
@@ -371,7 +371,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
     if (rc) {
         if (api->auth)
             ql_auth_free(api->auth);
-        ql_tzcache_free(api->tzcache);
+        ql_submit_cache_free(api->norm);
         ql_http_router_free(api->router);
         /* The server was not created when rc is set: nothing is open on the loop. */
         free(api);
@@ -437,9 +437,7 @@ void ql_api_free(ql_api_t *api) {
         return;
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
-    ql_tzcache_free(api->tzcache);
-    for (size_t i = 0; i < sizeof api->fmts / sizeof api->fmts[0]; i++)
-        ql_datefmt_free(api->fmts[i].fmt);
+    ql_submit_cache_free(api->norm);
     free(api);
 }
 

@@ -33,22 +33,10 @@ struct ql_api {
     bool server_closed;
     unsigned works; /* threadpool work items in flight (scans); close waits for them */
     ql_api_stats_t stats;
-    /* Normalization of build ranges: zones and compiled partition formats, reused across
-     * requests (opening an ICU format costs far more than using it; see ql_datefmt.h). */
-    ql_tzcache_t *tzcache;
-    struct {
-        char pattern[QL_FORMAT_MAX + 1];
-        ql_datefmt_t *fmt;
-        uint64_t used;
-    } fmts[16];
-    uint64_t fmt_clock;
+    /* Zones and compiled partition formats for build normalization and model checks, reused
+     * across requests (ql_submit_normalize_cached); loop thread only. */
+    ql_submit_cache_t *norm;
 };
-
-/* ql_submit_normalize() with the zone and the format taken from the API's caches: the same
- * zone choice (ql_submit_project_timezone), the same rule (ql_normalize_range) and the same
- * messages. Loop thread only. */
-int ql_api_normalize(ql_api_t *api, const ql_project_t *p, const ql_model_t *m, int64_t start,
-                     int64_t end, int64_t *ns, int64_t *ne, ql_err_t *err);
 
 /* ---- responses ---------------------------------------------------------------------- */
 

@@ -76,12 +76,12 @@ static void h_create(ql_http_req_t *req, void *arg) {
     int rc = ql_api_parse_model(body, len, &r, &err);
     json_decref(r.root);
     if (!rc && r.model.partitioned) {
-        /* ICU checks the pattern here, on the loop thread, never inside the writer. */
-        ql_datefmt_t *fmt;
-        if ((rc = ql_datefmt_open(r.model.partition_format, &fmt, &err)) == 0)
-            ql_datefmt_free(fmt);
-        else
-            ql_err_set(&err, QL_EINVAL, "partition_desc.partition_date_format: %s", err.msg);
+        /* ICU checks the pattern here, on the loop thread, never inside the writer; the format
+         * stays cached for the model's builds. */
+        const ql_datefmt_t *fmt;
+        ql_err_t ferr = {0}; /* not err itself: its message is an argument of the new one */
+        if ((rc = ql_submit_cache_format(api->norm, r.model.partition_format, &fmt, &ferr)))
+            ql_err_set(&err, QL_EINVAL, "partition_desc.partition_date_format: %s", ferr.msg);
     }
     if (!rc && r.model.job_template[0] &&
         !ql_templates_has_set(ql_node_templates(api->node), r.model.job_template))

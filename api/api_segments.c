@@ -1,8 +1,8 @@
 /*
  * Segments: manual builds (POST /models/{model}/segments), merges and refreshes (PUT), deletes
  * (DELETE) and the list (GET). Builds take the one submission path the dispatcher uses:
- * normalization here on the loop thread (ql_api_normalize: ql_submit_normalize's rule with the
- * zone and ICU format cached), then ql_submit_fn() in the writer, which
+ * normalization here on the loop thread (ql_submit_normalize_cached, with the API's zones and
+ * ICU formats), then ql_submit_fn() in the writer, which
  * re-checks overlaps and job conflicts inside the transaction that creates the segment and the
  * job. The answer goes out only after that commit; the scheduler is kicked right after.
  */
@@ -113,59 +113,6 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
 
 /* ---- POST /models/{model}/segments ---- */
 
-static int cached_format(ql_api_t *api, const char *pattern, ql_datefmt_t **out, ql_err_t *err) {
-    size_t n = sizeof api->fmts / sizeof api->fmts[0], victim = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (api->fmts[i].fmt && strcmp(api->fmts[i].pattern, pattern) == 0) {
-            api->fmts[i].used = ++api->fmt_clock;
-            *out = api->fmts[i].fmt;
-            return 0;
-        }
-        if (api->fmts[i].used < api->fmts[victim].used)
-            victim = i;
-    }
-    ql_datefmt_t *f;
-    int rc = ql_datefmt_open(pattern, &f, err);
-    if (rc)
-        return rc;
-    ql_datefmt_free(api->fmts[victim].fmt);
-    snprintf(api->fmts[victim].pattern, sizeof api->fmts[victim].pattern, "%s", pattern);
-    api->fmts[victim].fmt = f;
-    api->fmts[victim].used = ++api->fmt_clock;
-    *out = f;
-    return 0;
-}
-
-int ql_api_normalize(ql_api_t *api, const ql_project_t *p, const ql_model_t *m, int64_t start,
-                     int64_t end, int64_t *ns, int64_t *ne, ql_err_t *err) {
-    if (!m->partitioned) {
-        *ns = start;
-        *ne = end;
-        return 0;
-    }
-    char zone[128];
-    ql_submit_project_timezone(p, ql_config_get_str(api->cfg, "kylin.web.timezone"), zone,
-                               sizeof zone);
-    const ql_tz_t *tz;
-    if (!api->tzcache || ql_tzcache_get(api->tzcache, zone, &tz))
-        return ql_err_set(err, QL_EINVAL, "kylin.web.timezone: '%s' is not a known time zone",
-                          zone);
-    ql_datefmt_t *fmt;
-    int rc = cached_format(api, m->partition_format, &fmt, err);
-    if (rc)
-        return rc;
-    rc = ql_normalize_range(tz, fmt, start, end, ns, ne);
-    if (rc == QL_EEMPTYRANGE)
-        return ql_err_set(err, rc,
-                          "the range [%lld, %lld) is empty after normalization with the partition "
-                          "format '%s' (start must be earlier than end)",
-                          (long long)start, (long long)end, m->partition_format);
-    if (rc)
-        return ql_err_set(err, rc, "cannot normalize [%lld, %lld) with the partition format '%s'",
-                          (long long)start, (long long)end, m->partition_format);
-    return 0;
-}
-
 static void h_build(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     if (!ql_api_begin(api, req, API_WRITE))
@@ -201,7 +148,9 @@ static void h_build(ql_http_req_t *req, void *arg) {
                         "model '%s' is partitioned by %s: a build needs start and end (epoch ms)",
                         m.name, m.partition_column);
     if (!rc)
-        rc = ql_api_normalize(api, &p, &m, r.start, r.end, &ns, &ne, &err);
+        rc = ql_submit_normalize_cached(api->norm, &p, &m,
+                                        ql_config_get_str(api->cfg, "kylin.web.timezone"), r.start,
+                                        r.end, &ns, &ne, &err);
     ql_id_t model = m.id;
     ql_project_free(&p);
     ql_model_free(&m);

@@ -6,7 +6,9 @@
  * job template, snapshots the chain's step definitions into the new job, and calls the
  * ql_meta_submit_* rule that re-checks overlaps inside the transaction. Before queueing it, the
  * caller normalizes a client's range with ql_submit_normalize() (ICU and CCTZ run outside the
- * writer thread; the mutation re-checks that the range is not empty).
+ * writer thread; the mutation re-checks that the range is not empty), or, where submissions
+ * repeat (the REST API, the simulator), with ql_submit_normalize_cached() and a
+ * ql_submit_cache_t the caller owns, which keeps the zones and ICU formats it opened.
  */
 #ifndef QL_SUBMIT_H
 #define QL_SUBMIT_H
@@ -46,8 +48,51 @@ void ql_submit_project_timezone(const ql_project_t *p, const char *server_tz, ch
 
 /* Normalizes [start, end) with the model's partition format in the project's time zone
  * (auto-segment-build.md step 3), as the dispatcher does. QL_EEMPTYRANGE when the result is
- * empty; QL_EINVAL for an unusable zone or format (the message says which). */
+ * empty; QL_EINVAL for an unusable zone or format (the message says which). Opens the zone and
+ * the ICU format and frees them again: ql_submit_normalize_cached(NULL, ...). */
 int ql_submit_normalize(const ql_project_t *p, const ql_model_t *m, const char *server_tz,
                         int64_t start, int64_t end, int64_t *ns, int64_t *ne, ql_err_t *err);
+
+/*
+ * What normalization opens, kept for the next submission: time zones by name (ql_tzcache_t)
+ * and compiled partition formats by pattern, at most a fixed number of formats (the least
+ * recently used one is closed to make room). Opening an ICU format costs far more than using
+ * it (ql_datefmt.h).
+ *
+ * Threads: a cache is used by one thread at a time and is not locked; give each thread that
+ * normalizes its own (one per API instance on its loop thread, one per simulation). Patterns
+ * that fail to compile are not cached: each try opens them again and gets the same error.
+ */
+typedef struct ql_submit_cache ql_submit_cache_t;
+
+#define QL_SUBMIT_CACHE_FORMATS 16 /* formats kept when ql_submit_cache_new is given 0 */
+
+/* Counters of a cache, for tests and metrics. */
+typedef struct ql_submit_cache_stats {
+    uint64_t format_opens;     /* ql_datefmt_open calls, failed ones included */
+    uint64_t format_hits;      /* lookups answered by a format already open */
+    uint64_t format_evictions; /* formats closed to make room */
+} ql_submit_cache_stats_t;
+
+/* Creates an empty cache that keeps up to max_formats formats (0: QL_SUBMIT_CACHE_FORMATS) in
+ * *out, owned by the caller. Returns 0 or UV_ENOMEM. */
+int ql_submit_cache_new(size_t max_formats, ql_submit_cache_t **out);
+
+/* Frees the cache with every zone and format in it (NULL is ignored). */
+void ql_submit_cache_free(ql_submit_cache_t *cache);
+
+void ql_submit_cache_get_stats(const ql_submit_cache_t *cache, ql_submit_cache_stats_t *out);
+
+/* The compiled format of pattern, opened on first use (ql_datefmt_open's rules and errors; err
+ * may be NULL). *out is borrowed from the cache: valid until the next lookup on the cache
+ * (which may close it to make room) or until the cache is freed. */
+int ql_submit_cache_format(ql_submit_cache_t *cache, const char *pattern, const ql_datefmt_t **out,
+                           ql_err_t *err);
+
+/* ql_submit_normalize with the zone and the format taken from cache (NULL: opened for this
+ * call only). The same results and the same errors with or without a cache. */
+int ql_submit_normalize_cached(ql_submit_cache_t *cache, const ql_project_t *p, const ql_model_t *m,
+                               const char *server_tz, int64_t start, int64_t end, int64_t *ns,
+                               int64_t *ne, ql_err_t *err);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "scheduler/ql_config.h"
 #include "scheduler/ql_sim.h"
+#include "scheduler/ql_submit.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -218,6 +219,8 @@ struct ql_sim {
     uint64_t system_baseline; /* System INC_BUILD jobs present after the set-up */
     size_t step;              /* 1-based number of the step running, 0 during set-up */
     bool scan_ended;
+    /* The zones and formats of build: steps, kept across steps as the REST API keeps them. */
+    ql_submit_cache_t *norm;
 };
 
 /* Checks one expect: step (sim_expect.c). Fills res on a failure. */

@@ -467,6 +467,8 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
     sim->server_tz = ql_config_get_str(sc->cfg, "kylin.web.timezone");
     if (!rc && (rc = ql_clock_virtual_new(sc->start, &sim->clock)))
         ql_err_set(&err, rc, "cannot create the clock: %s", ql_strerror(rc));
+    if (!rc && (rc = ql_submit_cache_new(0, &sim->norm)))
+        ql_err_set(&err, rc, "out of memory");
     ql_log_init(&sim->log, sim->opts.log_out ? sim->opts.log_level : QL_LOG_OFF);
     sim->log.out = sim->opts.log_out;
     sim->log.now = sim_now_cb;
@@ -496,6 +498,7 @@ void ql_sim_free(ql_sim_t *sim) {
     engine_stop(sim);
     ql_store_close(sim->store);
     ql_clock_free(sim->clock);
+    ql_submit_cache_free(sim->norm);
     if (sim->dir[0])
         nftw(sim->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(sim->created);
@@ -588,7 +591,8 @@ static void do_build(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) 
         res->status = QL_SIM_INVALID;
         return;
     }
-    rc = ql_submit_normalize(&p, &m, sim->server_tz, st->start, st->end, &ns, &ne, &err);
+    rc = ql_submit_normalize_cached(sim->norm, &p, &m, sim->server_tz, st->start, st->end, &ns, &ne,
+                                    &err);
     ql_submit_op_t op = {
         .kind = QL_SUBMIT_BUILD,
         .templates = sim->sc->templates,
