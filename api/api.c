@@ -192,6 +192,20 @@ ql_txn_t *ql_api_read_txn(ql_api_t *api, ql_http_req_t *req) {
     return txn;
 }
 
+void *ql_api_op_new(ql_api_t *api, ql_http_req_t *req, size_t size) {
+    ql_api_op_t *op = calloc(1, size < sizeof *op ? sizeof *op : size);
+    if (!op) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return NULL;
+    }
+    op->api = api;
+    op->req = req;
+    op->now = ql_api_now(api);
+    const char *user = ql_http_req_user(req);
+    snprintf(op->user, sizeof op->user, "%s", user ? user : "ADMIN");
+    return op;
+}
+
 int64_t ql_api_now(ql_api_t *api) {
     return ql_clock_now_ms(ql_node_clock(api->node));
 }

@@ -38,14 +38,11 @@ int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *le
 }
 
 typedef struct adhoc_op {
-    ql_api_t *api;
-    ql_http_req_t *req;
+    ql_api_op_t base;
     ql_adhoc_job_t def; /* owns the step definitions the specs borrow names from */
     ql_job_steps_t steps;
     bool has_model;
     ql_id_t model;
-    char user[QL_USER_MAX + 1];
-    int64_t now;
     char *params;
     size_t params_len;
     ql_id_t job;
@@ -62,8 +59,8 @@ static int adhoc_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     adhoc_op_t *op = arg;
     ql_job_spec_t spec = {
         .priority = op->def.priority,
-        .submitter = op->user,
-        .now = op->now,
+        .submitter = op->base.user,
+        .now = op->base.now,
         .steps = op->steps.specs,
         .n_steps = op->steps.n,
     };
@@ -87,20 +84,20 @@ static int adhoc_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void adhoc_done(void *arg, int status, const ql_err_t *err) {
     adhoc_op_t *op = arg;
-    ql_api_t *api = op->api;
+    ql_api_t *api = op->base.api;
     if (status) {
         api->stats.submit_failures++;
-        ql_api_fail_err(op->req, status, err);
+        ql_api_fail_err(op->base.req, status, err);
     } else {
         api->stats.adhoc++;
         if (ql_log_enabled(api->log, QL_LOG_INFO)) {
             char job[QL_ID_STR_LEN + 1];
             ql_id_format(&op->job, job);
             ql_log(api->log, QL_LOG_INFO, "api", "submitted ad-hoc job type=%s job=%s user=%s",
-                   op->def.type, job, op->user);
+                   op->def.type, job, op->base.user);
         }
         const char *type = op->def.type;
-        ql_api_ok(op->req, ql_api_jobs_answer(&type, &op->job, 1), NULL);
+        ql_api_ok(op->base.req, ql_api_jobs_answer(&type, &op->job, 1), NULL);
         if (!api->closing)
             ql_node_kick(api->node);
     }
@@ -195,16 +192,9 @@ static void h_submit(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     if (!ql_api_begin(api, req, API_WRITE))
         return;
-    adhoc_op_t *op = calloc(1, sizeof *op);
-    if (!op) {
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
+    adhoc_op_t *op = ql_api_op_new(api, req, sizeof *op);
+    if (!op)
         return;
-    }
-    op->api = api;
-    op->req = req;
-    op->now = ql_api_now(api);
-    const char *user = ql_http_req_user(req);
-    snprintf(op->user, sizeof op->user, "%s", user ? user : "ADMIN");
     ql_err_t err = {0};
     int rc = prepare_adhoc(api, req, op, &err);
     if (rc) {

@@ -80,6 +80,22 @@ void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what);
 void ql_api_answer_change(ql_api_t *api, ql_http_req_t *req, int status, const ql_err_t *err,
                           const char *what);
 
+/* ---- per-request operations ----------------------------------------------------------
+ * A write handler keeps what its mutation and its done callback need in an operation it
+ * allocates, hands to ql_api_submit (or the scheduler) and frees once the request is answered.
+ * Every operation struct starts with this head. */
+typedef struct ql_api_op {
+    ql_api_t *api;
+    ql_http_req_t *req;         /* answered once, by whoever finishes the operation */
+    int64_t now;                /* ql_api_now() when the request was taken */
+    char user[QL_USER_MAX + 1]; /* the request's user, ADMIN when it has none (a submitter) */
+} ql_api_op_t;
+
+/* Allocates size zeroed bytes (the caller's operation struct, whose first member is a
+ * ql_api_op_t) and fills in the head. Returns it, owned by the caller (free()); NULL after
+ * answering 500 "out of memory" (req consumed). */
+void *ql_api_op_new(ql_api_t *api, ql_http_req_t *req, size_t size);
+
 /* Called on the loop when a threadpool work item of the API ended (after its answer). */
 void ql_api_work_done(ql_api_t *api);
 

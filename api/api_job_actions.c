@@ -12,10 +12,8 @@
 #include <string.h>
 
 typedef struct action_op {
-    ql_api_t *api;
-    ql_http_req_t *req;
+    ql_api_op_t base;
     ql_api_ids_req_t r;
-    int64_t now;
     size_t pending;
     int first_rc;
     ql_err_t first_err;
@@ -23,13 +21,13 @@ typedef struct action_op {
 
 static void action_finish(action_op_t *op) {
     if (op->first_rc) {
-        ql_api_fail_err(op->req, op->first_rc, &op->first_err);
+        ql_api_fail_err(op->base.req, op->first_rc, &op->first_err);
     } else {
         char what[64];
         snprintf(what, sizeof what, "job action=%s jobs=%zu", ql_action_name(op->r.action),
                  op->r.n);
-        ql_api_log_change(op->api, op->req, what);
-        ql_api_ok(op->req, json_string(""), NULL);
+        ql_api_log_change(op->base.api, op->base.req, what);
+        ql_api_ok(op->base.req, json_string(""), NULL);
     }
     ql_api_ids_req_free(&op->r);
     free(op);
@@ -43,7 +41,7 @@ static void action_one_done(void *arg, int status, const ql_err_t *err) {
             op->first_err = *err;
     }
     if (!status)
-        op->api->stats.actions++;
+        op->base.api->stats.actions++;
     if (--op->pending == 0)
         action_finish(op);
 }
@@ -53,7 +51,7 @@ static int actions_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     action_op_t *op = arg;
     for (size_t i = 0; i < op->r.n; i++) {
         ql_state_t was;
-        int rc = ql_job_apply_action(txn, &op->r.ids[i], op->r.action, op->now, &was, err);
+        int rc = ql_job_apply_action(txn, &op->r.ids[i], op->r.action, op->base.now, &was, err);
         if (rc)
             return rc;
     }
@@ -67,7 +65,7 @@ static void actions_done(void *arg, int status, const ql_err_t *err) {
         if (err)
             op->first_err = *err;
     } else {
-        op->api->stats.actions += op->r.n;
+        op->base.api->stats.actions += op->r.n;
     }
     action_finish(op);
 }
@@ -102,14 +100,9 @@ static void h_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     if (!ql_api_begin(api, req, API_WRITE))
         return;
-    action_op_t *op = calloc(1, sizeof *op);
-    if (!op) {
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
+    action_op_t *op = ql_api_op_new(api, req, sizeof *op);
+    if (!op)
         return;
-    }
-    op->api = api;
-    op->req = req;
-    op->now = ql_api_now(api);
     size_t len;
     const char *body = ql_http_req_body(req, &len);
     ql_err_t err = {0};

@@ -10,9 +10,7 @@
 #include <strings.h>
 
 typedef struct model_op {
-    ql_api_t *api;
-    ql_http_req_t *req;
-    int64_t now;
+    ql_api_op_t base;
     char project[QL_NAME_MAX + 1];
     char name[QL_NAME_MAX + 1];
     ql_model_t model; /* create: the new model; updates: the model as stored */
@@ -26,35 +24,23 @@ static void op_free(model_op_t *op) {
     free(op);
 }
 
-static model_op_t *op_new(ql_api_t *api, ql_http_req_t *req) {
-    model_op_t *op = calloc(1, sizeof *op);
-    if (!op) {
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
-        return NULL;
-    }
-    op->api = api;
-    op->req = req;
-    op->now = ql_api_now(api);
-    return op;
-}
-
 static void model_done(void *arg, int status, const ql_err_t *err) {
     model_op_t *op = arg;
     if (status)
-        ql_api_fail_err(op->req, status, err);
+        ql_api_fail_err(op->base.req, status, err);
     else {
-        ql_api_log_change(op->api, op->req, "model created");
+        ql_api_log_change(op->base.api, op->base.req, "model created");
         ql_api_jw_t w;
         ql_api_jw_envelope(&w);
         ql_api_jw_model(&w, &op->model);
-        ql_api_jw_respond(op->req, &w, NULL);
+        ql_api_jw_respond(op->base.req, &w, NULL);
     }
     op_free(op);
 }
 
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     model_op_t *op = arg;
-    ql_api_answer_change(op->api, op->req, status, err, "model updated");
+    ql_api_answer_change(op->base.api, op->base.req, status, err, "model updated");
     op_free(op);
 }
 
@@ -62,7 +48,7 @@ static void empty_done(void *arg, int status, const ql_err_t *err) {
 
 static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     model_op_t *op = arg;
-    return ql_meta_create_model(txn, &op->model, op->now, err);
+    return ql_meta_create_model(txn, &op->model, op->base.now, err);
 }
 
 static void h_create(ql_http_req_t *req, void *arg) {
@@ -92,7 +78,7 @@ static void h_create(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         return;
     }
-    model_op_t *op = op_new(api, req);
+    model_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (!op) {
         ql_model_free(&r.model);
         return;
@@ -226,7 +212,7 @@ static int load_model(ql_txn_t *txn, model_op_t *op, ql_err_t *err) {
 }
 
 static int store_model(ql_txn_t *txn, model_op_t *op, ql_err_t *err) {
-    op->model.modify_time = op->now;
+    op->model.modify_time = op->base.now;
     int rc = ql_model_put(txn, &op->model);
     return rc ? ql_err_set(err, rc, "cannot store model '%s': %s", op->name, ql_strerror(rc)) : 0;
 }
@@ -296,7 +282,7 @@ static model_op_t *path_op(ql_api_t *api, ql_http_req_t *req, const char *projec
                     project);
         return NULL;
     }
-    model_op_t *op = op_new(api, req);
+    model_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
         snprintf(op->project, sizeof op->project, "%s", project);
         snprintf(op->name, sizeof op->name, "%s", name);

@@ -9,9 +9,7 @@
 #include <strings.h>
 
 typedef struct project_op {
-    ql_api_t *api;
-    ql_http_req_t *req;
-    int64_t now;
+    ql_api_op_t base;
     char name[QL_NAME_MAX + 1];
     ql_project_t project;       /* create: the new project; updates: the result */
     ql_api_config_req_t config; /* PUT config */
@@ -22,18 +20,6 @@ static void op_free(project_op_t *op) {
     ql_project_free(&op->project);
     ql_api_config_req_free(&op->config);
     free(op);
-}
-
-static project_op_t *op_new(ql_api_t *api, ql_http_req_t *req) {
-    project_op_t *op = calloc(1, sizeof *op);
-    if (!op) {
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
-        return NULL;
-    }
-    op->api = api;
-    op->req = req;
-    op->now = ql_api_now(api);
-    return op;
 }
 
 static void respond_project(ql_http_req_t *req, const ql_project_t *p) {
@@ -47,10 +33,10 @@ static void respond_project(ql_http_req_t *req, const ql_project_t *p) {
 static void project_done(void *arg, int status, const ql_err_t *err) {
     project_op_t *op = arg;
     if (status) {
-        ql_api_fail_err(op->req, status, err);
+        ql_api_fail_err(op->base.req, status, err);
     } else {
-        ql_api_log_change(op->api, op->req, "project created");
-        respond_project(op->req, &op->project);
+        ql_api_log_change(op->base.api, op->base.req, "project created");
+        respond_project(op->base.req, &op->project);
     }
     op_free(op);
 }
@@ -58,7 +44,7 @@ static void project_done(void *arg, int status, const ql_err_t *err) {
 /* Answers "" (Kylin's data for config updates). */
 static void empty_done(void *arg, int status, const ql_err_t *err) {
     project_op_t *op = arg;
-    ql_api_answer_change(op->api, op->req, status, err, "project updated");
+    ql_api_answer_change(op->base.api, op->base.req, status, err, "project updated");
     op_free(op);
 }
 
@@ -66,7 +52,7 @@ static void empty_done(void *arg, int status, const ql_err_t *err) {
 
 static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     project_op_t *op = arg;
-    return ql_meta_create_project(txn, &op->project, op->now, err);
+    return ql_meta_create_project(txn, &op->project, op->base.now, err);
 }
 
 static void h_create(ql_http_req_t *req, void *arg) {
@@ -82,7 +68,7 @@ static void h_create(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         return;
     }
-    project_op_t *op = op_new(api, req);
+    project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
         snprintf(op->project.name, sizeof op->project.name, "%s", r.name);
         if (r.description && !(op->project.description = strdup(r.description))) {
@@ -173,7 +159,7 @@ static int load_project(ql_txn_t *txn, project_op_t *op, ql_err_t *err) {
 }
 
 static int store_project(ql_txn_t *txn, project_op_t *op, ql_err_t *err) {
-    op->project.modify_time = op->now;
+    op->project.modify_time = op->base.now;
     int rc = ql_project_put(txn, &op->project);
     return rc ? ql_err_set(err, rc, "cannot store project '%s': %s", op->name, ql_strerror(rc)) : 0;
 }
@@ -202,7 +188,7 @@ static project_op_t *path_op(ql_api_t *api, ql_http_req_t *req) {
         ql_api_fail(req, QL_ENOTFOUND, "project '%.100s...' not found", name);
         return NULL;
     }
-    project_op_t *op = op_new(api, req);
+    project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op)
         snprintf(op->name, sizeof op->name, "%s", name);
     return op;

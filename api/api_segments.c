@@ -12,12 +12,10 @@
 #include <string.h>
 
 typedef struct seg_op {
-    ql_api_t *api;
-    ql_http_req_t *req;
+    ql_api_op_t base;
     ql_submit_kind_t kind;
     bool remove; /* DELETE */
     ql_id_t model;
-    char user[QL_USER_MAX + 1];
     ql_id_t *ids; /* owned: merge sources, refresh targets, deleted segments */
     size_t n_ids;
     ql_submit_op_t *subs; /* owned: one per job to create */
@@ -30,32 +28,27 @@ static void op_free(seg_op_t *op) {
     free(op);
 }
 
+/* An operation with room for n_subs submissions. */
 static seg_op_t *op_new(ql_api_t *api, ql_http_req_t *req, size_t n_subs) {
-    seg_op_t *op = calloc(1, sizeof *op);
+    seg_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op && n_subs && !(op->subs = calloc(n_subs, sizeof *op->subs))) {
         free(op);
-        op = NULL;
-    }
-    if (!op) {
         ql_api_fail(req, UV_ENOMEM, "out of memory");
         return NULL;
     }
-    op->api = api;
-    op->req = req;
-    op->n_subs = n_subs;
-    const char *user = ql_http_req_user(req);
-    snprintf(op->user, sizeof op->user, "%s", user ? user : "ADMIN");
+    if (op)
+        op->n_subs = n_subs;
     return op;
 }
 
 static void init_sub(seg_op_t *op, ql_submit_op_t *s, ql_submit_kind_t kind, int priority) {
     memset(s, 0, sizeof *s);
     s->kind = kind;
-    s->templates = ql_node_templates(op->api->node);
+    s->templates = ql_node_templates(op->base.api->node);
     s->model = op->model;
     s->priority = priority;
-    s->submitter = op->user;
-    s->now = ql_api_now(op->api);
+    s->submitter = op->base.user;
+    s->now = op->base.now;
 }
 
 /* All jobs of one request in one mutation: a refresh of several segments creates all of its
@@ -78,10 +71,10 @@ static const char *kind_type(ql_submit_kind_t k) {
 
 static void submit_done(void *arg, int status, const ql_err_t *err) {
     seg_op_t *op = arg;
-    ql_api_t *api = op->api;
+    ql_api_t *api = op->base.api;
     if (status) {
         api->stats.submit_failures++;
-        ql_api_fail_err(op->req, status, err);
+        ql_api_fail_err(op->base.req, status, err);
         op_free(op);
         return;
     }
@@ -103,9 +96,9 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
         ql_id_format(&op->model, model);
         ql_log(api->log, QL_LOG_INFO, "api",
                "submitted type=%s jobs=%zu first_job=%s model=%s user=%s", types[0], op->n_subs,
-               job, model, op->user);
+               job, model, op->base.user);
     }
-    ql_api_ok(op->req, ql_api_jobs_answer(types, ids, op->n_subs), NULL);
+    ql_api_ok(op->base.req, ql_api_jobs_answer(types, ids, op->n_subs), NULL);
     if (!api->closing)
         ql_node_kick(api->node);
     op_free(op);
@@ -226,7 +219,7 @@ static int delete_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void delete_done(void *arg, int status, const ql_err_t *err) {
     seg_op_t *op = arg;
-    ql_api_answer_change(op->api, op->req, status, err, "segments deleted");
+    ql_api_answer_change(op->base.api, op->base.req, status, err, "segments deleted");
     op_free(op);
 }
 
