@@ -172,11 +172,12 @@ static int prepare_adhoc(ql_api_t *api, ql_http_req_t *req, adhoc_op_t *op, ql_e
         rc = ql_job_steps_from_defs(op->def.steps, op->def.n_steps, &op->steps, err);
     } else {
         const ql_chain_t *chain;
-        if ((rc = ql_templates_find(ql_node_templates(api->node), set, type, &chain, err)))
+        ql_err_t ferr = {0}; /* not err itself: its message is an argument of the new one */
+        if ((rc = ql_templates_find(ql_node_templates(api->node), set, type, &chain, &ferr)))
             return ql_err_set(err, QL_EINVAL,
                               "type: %s (give the job's steps, or define the type in the job "
                               "templates)",
-                              err->msg);
+                              ferr.msg);
         if ((rc = ql_chain_check_params(chain, op->def.params, op->def.n_params, err)))
             return rc;
         rc = ql_job_steps_from_defs(chain->steps, chain->n_steps, &op->steps, err);
