@@ -200,14 +200,17 @@ static const ql_config_option_t options[] = {
      .def = "pause",
      .allowed = shutdown_modes,
      .doc = "What SIGTERM does to running steps: `pause` stops them (they resume from that step "
-            "after restart), `wait` lets them finish first."},
+            "after restart), `wait` lets them finish first (for `qilin.shutdown.grace-ms` at "
+            "most)."},
     {.key = "qilin.shutdown.grace-ms",
      .type = QL_CONFIG_MS,
      .def = "30000",
      .min = 0,
      .max = DAY_MS,
      .doc = "Longest a shutdown waits for running steps (with `wait`) before pausing them "
-            "anyway."},
+            "anyway: their jobs go back to READY, their processes get SIGTERM (SIGKILL after "
+            "`qilin.step.kill-grace-ms`), and they resume from that step after a restart. 0 "
+            "pauses them at once."},
     /* automatic segment builds */
     {.key = "kylin.model.auto-segment-build.dispatcher-interval-ms",
      .type = QL_CONFIG_MS,

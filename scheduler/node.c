@@ -300,8 +300,11 @@ void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
         n->dispatcher = NULL;
     }
     if (n->sched) {
+        /* `wait`: running steps may finish, for qilin.shutdown.grace-ms at most; then they are
+         * paused like with `pause` (back to READY, resumed from that step after a restart). */
         const char *how = ql_config_get_str(n->cfg, "qilin.shutdown.running-steps");
-        ql_sched_stop(n->sched, strcmp(how, "wait") != 0, sched_stopped, n);
+        ql_sched_stop(n->sched, strcmp(how, "wait") != 0,
+                      ql_config_get_ms(n->cfg, "qilin.shutdown.grace-ms"), sched_stopped, n);
         return;
     }
     close_handles(n);

@@ -10,8 +10,9 @@
  * - Modes (cluster.md): `query` only: no scheduler, no dispatcher, writes are refused by the
  *   API; `all`/`job`: the node tries the job engine lock at start and then every second while
  *   it is a standby, logging who holds it; it schedules (recovery first) once it holds it.
- * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps),
- *   the writer drained, handles closed; then the done callback runs.
+ * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps;
+ *   with `wait`, for qilin.shutdown.grace-ms at most, then they are paused anyway), the writer
+ *   drained, handles closed; then the done callback runs.
  */
 #ifndef QL_NODE_H
 #define QL_NODE_H

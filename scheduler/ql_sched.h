@@ -73,10 +73,15 @@ typedef void (*ql_sched_done_cb)(void *arg, int status, const ql_err_t *err);
 int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
                     void *arg);
 
-/* Graceful stop: no new picks; running steps are stopped and put back to READY
- * (pause_running, the default) or waited for; done runs when nothing of the scheduler is in
- * flight any more. */
-void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), void *arg);
+/* Graceful stop: no new picks. Running steps are put back to READY and stopped (SIGTERM, then
+ * SIGKILL after kill_grace_ms) at once when pause_running (the default shutdown), or else waited
+ * for, grace_ms at most (< 0: without limit; 0: not at all), after which those still running are
+ * put back to READY and stopped the same way; they resume from that step after a restart. No new
+ * step or retry starts meanwhile: a job whose step ends goes back to READY at its next step.
+ * done runs on the loop when nothing of the scheduler is in flight any more (possibly before
+ * this returns); it may free s. */
+void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*done)(void *arg),
+                   void *arg);
 
 typedef struct ql_sched_stats {
     uint64_t picked;    /* jobs started */

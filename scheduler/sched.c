@@ -27,6 +27,7 @@
 static void fetch(ql_sched_t *s);
 static void start_step(run_t *run);
 static void run_drop(run_t *run);
+static void park_run(run_t *run);
 
 /* ---- run bookkeeping ---- */
 
@@ -411,8 +412,12 @@ static void pick_done(void *arg, int status, const ql_err_t *err) {
         s->stats.picked++;
         log_job(s, QL_LOG_INFO, r, "job READY -> PENDING -> RUNNING step=%02u attempt=%u", r->seq,
                 r->attempt);
-        if (r->cancelled || s->stopping) {
+        if (r->cancelled) {
             run_drop(r);
+            break;
+        }
+        if (s->stopping) {
+            park_run(r);
             break;
         }
         start_step(r);
@@ -738,8 +743,12 @@ static void step_written(void *arg, int status, const ql_err_t *err);
 static void retry_timer_cb(ql_timer_t *t, void *arg) {
     (void)t;
     run_t *r = arg;
-    if (r->cancelled || r->s->stopping) {
+    if (r->cancelled) {
         run_drop(r);
+        return;
+    }
+    if (r->s->stopping) {
+        park_run(r); /* no new try while the server stops */
         return;
     }
     r->phase = RUN_FINISHING;
@@ -767,8 +776,12 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
     switch (r->result) {
     case RESULT_NEXT:
         log_job(s, QL_LOG_DEBUG, r, "step started step=%02u attempt=%u", r->seq, r->attempt);
-        if (r->cancelled || s->stopping) {
+        if (r->cancelled) {
             run_drop(r);
+            return;
+        }
+        if (s->stopping) {
+            park_run(r); /* the next step is RUNNING in the store but will not start */
             return;
         }
         start_step(r);
@@ -777,6 +790,10 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
         log_job(s, QL_LOG_WARN, r,
                 "step failed, retrying step=%02u attempt=%u wait_ms=%lld reason=\"%s\"", r->seq,
                 r->attempt, (long long)r->retry_wait, r->msg ? r->msg : "");
+        if (s->stopping && !r->cancelled) {
+            park_run(r); /* the retry comes after the restart, not during the shutdown */
+            return;
+        }
         r->phase = RUN_WAITING;
         ensure_timer(r);
         ql_timer_start(&r->timer, r->retry_wait, retry_timer_cb, r);
@@ -1019,26 +1036,25 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     ql_timer_init(opts->clock, &s->kick_timer);
     ql_timer_init(opts->clock, &s->flush_timer);
     ql_timer_init(opts->clock, &s->finish_timer);
+    ql_timer_init(opts->clock, &s->grace_timer);
     *out = s;
     return 0;
 }
 
 void ql_sched_check_stopped(ql_sched_t *s) {
-    if (!s->stopping || s->n_runs || !s->stop_done)
+    if (!s->stopping || s->n_runs || !s->stop_done || s->busy)
         return;
-    for (run_t *r = s->runs; r; r = r->next)
-        return;
+    ql_timer_stop(&s->grace_timer);
     void (*done)(void *) = s->stop_done;
     s->stop_done = NULL;
-    done(s->stop_arg);
+    done(s->stop_arg); /* may free s */
 }
 
-typedef struct {
-    run_t *r;
-} interrupt_t;
-
+/* Puts a job this scheduler runs back to READY (its RUNNING step too), unless something else
+ * already moved it: the job record says whether it is still RUNNING. */
 static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
+    r->interrupted = false;
     ql_job_t job;
     int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
     if (rc)
@@ -1046,12 +1062,20 @@ static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     if (job.state == QL_RUNNING) {
         ql_step_t st;
         if (ql_step_get(txn, &job.id, r->seq, &st) == 0) {
+            if (st.state == QL_RUNNING && r->unstarted && st.attempts == r->attempt) {
+                /* Marked RUNNING but never started: that is not a try (it would count
+                 * against the step's retries). RUNNING -> READY keeps the times: reset. */
+                st.attempts--;
+                st.start_time = 0;
+                st.end_time = 0;
+            }
             if (st.state == QL_RUNNING)
                 rc = ql_step_set_state(txn, &st, QL_READY, r->now, err);
             ql_step_free(&st);
         }
         if (!rc)
             rc = ql_job_set_state(txn, &job, QL_READY, false, r->now, err);
+        r->interrupted = rc == 0;
     }
     ql_job_free(&job);
     return rc;
@@ -1059,31 +1083,102 @@ static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void interrupt_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
+    ql_sched_t *s = r->s;
     r->refs--;
     if (status)
-        log_job(r->s, QL_LOG_ERROR, r, "cannot put the job back to READY: %s", err->msg);
-    else
-        log_job(r->s, QL_LOG_INFO, r, "job RUNNING -> READY reason=\"server shutting down\"");
+        log_job(s, QL_LOG_ERROR, r, "cannot put the job back to READY: %s", err->msg);
+    else if (r->interrupted && s->grace_expired)
+        log_job(s, QL_LOG_INFO, r,
+                "job RUNNING -> READY step=%02u reason=\"server shutting down: the step outlasted "
+                "qilin.shutdown.grace-ms (%lld ms)\"",
+                r->seq, (long long)s->stop_grace_ms);
+    else if (r->interrupted)
+        log_job(s, QL_LOG_INFO, r,
+                "job RUNNING -> READY step=%02u reason=\"server shutting down%s\"", r->seq,
+                r->unstarted ? ": the step was not started" : "");
     ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
 }
 
-void ql_sched_stop(ql_sched_t *s, bool pause_running, void (*done)(void *arg), void *arg) {
+/* Shutdown: writes r's job back to READY, then stops what r runs (its process: SIGTERM, SIGKILL
+ * after the kill grace) and drops it. The job resumes from that step after a restart. */
+static void interrupt_run(run_t *r) {
+    ql_sched_t *s = r->s;
+    r->parking = true;
+    r->now = ql_clock_now_ms(s->opts.clock);
+    r->refs++;
+    if (ql_sched_submit(s, interrupt_fn, r, interrupt_done)) {
+        r->refs--;
+        ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
+    }
+}
+
+/* A run whose mutation answered while the server stops: it starts nothing (no step, no retry)
+ * and its job goes back to READY instead of staying RUNNING until the next start's recovery. */
+static void park_run(run_t *r) {
+    r->phase = RUN_STEP; /* nothing executes: the interrupt's answer drops the run */
+    r->unstarted = true;
+    interrupt_run(r);
+}
+
+/* Interrupts every run that waits for a retry and, unless waiting_only, every run that
+ * executes a step; runs whose mutation is in flight are parked by its answer (they see
+ * `stopping`). */
+static void interrupt_runs(ql_sched_t *s, bool waiting_only) {
+    s->busy++;
+    for (run_t *r = s->runs, *next; r; r = next) {
+        next = r->next;
+        if (r->cancelled || r->parking)
+            continue;
+        if (r->phase == RUN_WAITING || (r->phase == RUN_STEP && !waiting_only))
+            interrupt_run(r);
+    }
+    s->busy--;
+    ql_sched_check_stopped(s);
+}
+
+/* The runs a `wait` shutdown waits for: those executing a step that nothing stops yet. */
+static size_t running_steps(const ql_sched_t *s) {
+    size_t n = 0;
+    for (const run_t *r = s->runs; r; r = r->next)
+        n += r->phase == RUN_STEP && !r->parking && !r->cancelled;
+    return n;
+}
+
+static void grace_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    ql_sched_t *s = arg;
+    if (!s->stopping || !s->n_runs)
+        return;
+    s->grace_expired = true;
+    ql_log(s->opts.log, QL_LOG_WARN, "scheduler",
+           "shutdown grace expired: pausing the steps still running running=%zu grace_ms=%lld",
+           running_steps(s), (long long)s->stop_grace_ms);
+    interrupt_runs(s, false); /* may end the stop (and free s) */
+}
+
+void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*done)(void *arg),
+                   void *arg) {
     ql_sched_pause_fetching(s);
     s->stopping = true;
     s->stop_done = done;
     s->stop_arg = arg;
-    if (pause_running) {
-        for (run_t *r = s->runs, *next; r; r = next) {
-            next = r->next;
-            if (r->phase != RUN_STEP && r->phase != RUN_WAITING)
-                continue; /* a mutation is in flight; its answer sees `stopping` */
-            r->now = ql_clock_now_ms(s->opts.clock);
-            r->refs++;
-            if (ql_sched_submit(s, interrupt_fn, r, interrupt_done)) {
-                r->refs--;
-                ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
-            }
-        }
+    s->stop_grace_ms = grace_ms;
+    if (pause_running || grace_ms == 0) {
+        interrupt_runs(s, false); /* may end the stop (and free s) */
+        return;
+    }
+    /* `wait` waits for steps that run; a retry would be a new try: it comes after a restart. */
+    s->busy++;
+    interrupt_runs(s, true);
+    s->busy--;
+    if (s->n_runs) {
+        size_t steps = running_steps(s);
+        if (steps)
+            ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+                   "waiting for running steps running=%zu grace_ms=%lld", steps,
+                   (long long)grace_ms);
+        if (grace_ms > 0)
+            ql_timer_start(&s->grace_timer, grace_ms, grace_cb, s);
     }
     ql_sched_check_stopped(s);
 }
@@ -1111,9 +1206,9 @@ static void run_timer_freed(ql_timer_t *t) {
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    /* Timers of the real clock close asynchronously: s is freed once its four timers and the
+    /* Timers of the real clock close asynchronously: s is freed once its five timers and the
      * timers of the runs freed below are closed. */
-    s->closing = 4;
+    s->closing = 5;
     /* Queued step ends go to the writer like every other mutation, with no pick. */
     s->fetching = false;
     flush_finishing(s);
@@ -1137,8 +1232,9 @@ void ql_sched_free(ql_sched_t *s) {
             run_release(r);
         }
     }
-    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer, &s->finish_timer};
-    for (int i = 0; i < 4; i++) {
+    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer, &s->finish_timer,
+                            &s->grace_timer};
+    for (int i = 0; i < 5; i++) {
         ql_timer_stop(timers[i]);
         timers[i]->arg = s;
         ql_timer_close(timers[i], sched_timer_closed);

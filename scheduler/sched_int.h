@@ -31,8 +31,12 @@ struct run {
     char project[QL_NAME_MAX + 1];
     run_phase_t phase;
     bool cancelled;
-    int refs;    /* answers and close callbacks still to come */
-    int64_t now; /* the time a mutation in flight writes */
+    /* an interrupt (shutdown: the job back to READY) is in flight or done; see park_run */
+    bool parking;
+    bool unstarted;   /* parked before its step started: the interrupt takes its try back */
+    bool interrupted; /* written by interrupt_fn: it moved the job back to READY */
+    int refs;         /* answers and close callbacks still to come */
+    int64_t now;      /* the time a mutation in flight writes */
     /* written by mutations (writer thread) while phase is PICKING or FINISHING */
     run_result_t result;
     ql_state_t final_state;
@@ -69,10 +73,15 @@ struct ql_sched {
     size_t n_buckets;
     bool fetching;
     bool stopping;
+    bool grace_expired; /* a `wait` shutdown ran out of its grace and paused what ran */
+    int64_t stop_grace_ms;
     void (*stop_done)(void *arg);
     void *stop_arg;
+    /* > 0 while a loop over the runs may drop some: the stop's done callback (which may free
+     * the scheduler) waits until the loop is over */
+    int busy;
     int closing;
-    ql_timer_t poll_timer, kick_timer, flush_timer;
+    ql_timer_t poll_timer, kick_timer, flush_timer, grace_timer;
     /* step ends waiting to be written together (one mutation per loop turn, see
      * ql_sched_step_completed); the finish timer submits them */
     run_t **finishing;
