@@ -89,6 +89,15 @@ UNUSED static bool file_contains(const char *path, const char *needle) {
     return found;
 }
 
+/* Asserts that the file at path contains needle; the message shows the whole file. The file is
+ * read once, for the check and the message, and freed (it stays behind only when the assertion
+ * fails: Criterion formats the message of a passing assertion too under --full-stats). */
+UNUSED static void assert_file_contains(const char *path, const char *needle) {
+    char *s = read_file(path);
+    cr_assert(s && strstr(s, needle), "no '%s' in %s:\n%s", needle, path, s ? s : "(unreadable)");
+    free(s);
+}
+
 UNUSED static void rm_rf(const char *dir) {
     if (!dir[0])
         return;
@@ -371,7 +380,11 @@ UNUSED static void api_err(const qd_t *q, const char *method, const char *path, 
 
 UNUSED static const char *jstr(const json_t *o, const char *key) {
     const char *s = json_string_value(json_object_get(o, key));
-    cr_assert_not_null(s, "no string '%s' in %s", key, json_dumps(o, 0));
+    /* Criterion formats the message of a passing assertion too (--full-stats): dump only when
+     * it is needed, and free the dump (it stays behind only when the assertion fails). */
+    char *dump = s ? NULL : json_dumps(o, 0);
+    cr_assert_not_null(s, "no string '%s' in %s", key, dump);
+    free(dump);
     return s;
 }
 

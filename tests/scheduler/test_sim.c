@@ -211,6 +211,8 @@ Test(sim, cli_exit_codes_and_messages) {
 
     /* Every file runs; the worst status wins. */
     cr_expect_eq(run_cli("pass.yaml fail.yaml pass.yaml", &out, &err), 1);
+    free(out);
+    free(err);
     cr_expect_eq(run_cli("fail.yaml invalid.yaml pass.yaml", &out, &err), 2);
     cr_expect(strstr(out, "ok pass.yaml") != NULL);
     free(out);
