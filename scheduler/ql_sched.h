@@ -17,6 +17,11 @@
  *   one), so a restarted job's new try never overlaps its old process, which is stopped first.
  * - Mutations re-check the job's state inside their transaction: an answer that lost a race
  *   (a PAUSE committed between the step's end and its write) changes nothing.
+ * - Jobs moved by another process (a standby's API shares the store): every fetcher pass (each
+ *   poll interval, and whenever a submission, resume or step end wakes it) reads the stored
+ *   state of each job it executes a step for, in one read transaction; a job no longer RUNNING
+ *   there (PAUSED, DISCARDED, READY after a restart, SUICIDAL, gone) has its step stopped like
+ *   a local action would, and the state found is kept. Latency: one poll interval at most.
  * - Startup recovery (ql_sched_recover): RUNNING and PENDING jobs go back to READY, recorded
  *   process groups of interrupted steps are killed, and jobs resume from the first step that
  *   did not finish.
@@ -78,8 +83,9 @@ int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sc
  * for, grace_ms at most (< 0: without limit; 0: not at all), after which those still running are
  * put back to READY and stopped the same way; they resume from that step after a restart. No new
  * step or retry starts meanwhile: a job whose step ends goes back to READY at its next step.
- * done runs on the loop when nothing of the scheduler is in flight any more (possibly before
- * this returns); it may free s. */
+ * While it waits, jobs another process moves are still noticed (see the DESIGN). done runs on
+ * the loop when nothing of the scheduler is in flight any more (possibly before this returns);
+ * it may free s. */
 void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*done)(void *arg),
                    void *arg);
 

@@ -28,6 +28,7 @@ static void fetch(ql_sched_t *s);
 static void start_step(run_t *run);
 static void run_drop(run_t *run);
 static void park_run(run_t *run);
+static void watch_runs(ql_sched_t *s);
 
 /* ---- run bookkeeping ---- */
 
@@ -527,6 +528,10 @@ static void fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
 static void flush_finishing(ql_sched_t *s);
 
 static void fetch(ql_sched_t *s) {
+    /* Jobs moved by another process first (a job resumed or restarted there is picked once its
+     * old try is gone). Not while stopping: the poll does it then, as its last act. */
+    if (!s->stopping)
+        watch_runs(s);
     /* Step ends still queued go first: a pick must never be written before the end of the job
      * whose slot it takes (flush_finishing picks for those slots itself). */
     if (s->n_finishing)
@@ -551,11 +556,17 @@ void ql_sched_kick(ql_sched_t *s) {
         ql_timer_start(&s->kick_timer, 0, kick_cb, s);
 }
 
+/* Every poll interval: a fetcher pass (which also watches the running jobs), or, while a
+ * `wait` shutdown waits for running steps, the watch alone. */
 static void poll_cb(ql_timer_t *t, void *arg) {
     ql_sched_t *s = arg;
-    fetch(s);
-    if (s->fetching && !s->stopping)
+    bool fetch_now = s->fetching && !s->stopping;
+    if (fetch_now || (s->stopping && s->n_runs))
         ql_timer_start(t, s->opts.poll_interval_ms, poll_cb, s);
+    if (fetch_now)
+        fetch(s);
+    else
+        watch_runs(s); /* may end a stop (and free s): nothing may follow */
 }
 
 void ql_sched_start(ql_sched_t *s) {
@@ -899,7 +910,8 @@ void ql_sched_step_completed(run_t *r) {
 
 /* ---- actions ---- */
 
-typedef struct {
+typedef struct sched_action action_t;
+struct sched_action {
     ql_sched_t *s;
     ql_id_t job;
     ql_action_t action;
@@ -907,7 +919,8 @@ typedef struct {
     int64_t now;
     ql_sched_done_cb done;
     void *arg;
-} action_t;
+    action_t *next; /* s->actions: in flight */
+};
 
 static int action_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     action_t *a = arg;
@@ -936,6 +949,11 @@ void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason) {
 static void action_done(void *arg, int status, const ql_err_t *err) {
     action_t *a = arg;
     ql_sched_t *s = a->s;
+    for (action_t **pp = &s->actions; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
     if (status == 0) {
         char id[QL_ID_STR_LEN + 1];
         ql_id_format(&a->job, id);
@@ -971,9 +989,98 @@ int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sc
     a->done = done;
     a->arg = arg;
     int rc = ql_sched_submit(s, action_fn, a, action_done);
-    if (rc)
+    if (rc) {
         free(a);
-    return rc;
+        return rc;
+    }
+    a->next = s->actions;
+    s->actions = a;
+    return 0;
+}
+
+/* ---- jobs moved by another process ---- */
+
+/*
+ * Several servers may share a store (the job engine lock picks the one that schedules): a
+ * standby's API, or any other process writing the store, applies PAUSE, DISCARD or RESTART
+ * straight to the job's record, and only this scheduler can stop the step it runs. Kylin's job
+ * thread checks the job's status in the metadata store; here the fetcher's passes (every poll
+ * interval, and whenever a submission, resume or step end wakes it) look up each job a run
+ * executes a step or a retry wait for, in one read transaction (a fresh LMDB snapshot, which
+ * sees every commit of the other processes), and stop the run of a job that is no longer
+ * RUNNING: its process group gets SIGTERM, then SIGKILL after the kill grace, as with a local
+ * action. The state found is left as the other process wrote it; whatever the stopped step
+ * reports is dropped (a cancelled run writes nothing, and finish_fn refuses a job that is not
+ * RUNNING). Runs with a local action in flight are skipped: that action's answer stops them.
+ */
+static bool action_pending(const ql_sched_t *s, const ql_id_t *job) {
+    for (const action_t *a = s->actions; a; a = a->next)
+        if (ql_id_eq(&a->job, job))
+            return true;
+    return false;
+}
+
+static bool watched(const run_t *r) {
+    return !r->cancelled && !r->parking && (r->phase == RUN_STEP || r->phase == RUN_WAITING);
+}
+
+typedef struct moved {
+    ql_id_t job;
+    ql_state_t state;
+    bool missing;
+} moved_t;
+
+static void watch_runs(ql_sched_t *s) {
+    size_t n = 0;
+    for (run_t *r = s->runs; r; r = r->next)
+        n += watched(r);
+    if (!n)
+        return;
+    moved_t *moved = malloc(n * sizeof *moved);
+    ql_txn_t *txn;
+    if (!moved || ql_txn_begin(s->opts.store, false, &txn)) {
+        free(moved);
+        return;
+    }
+    size_t m = 0;
+    for (run_t *r = s->runs; r && m < n; r = r->next) {
+        if (!watched(r) || action_pending(s, &r->job))
+            continue;
+        ql_job_t job;
+        int rc = ql_job_get(txn, &r->job, 0, &job);
+        if (rc == QL_ENOTFOUND) {
+            moved[m++] = (moved_t){r->job, QL_DISCARDED, true};
+        } else if (rc == 0) {
+            if (job.state != QL_RUNNING)
+                moved[m++] = (moved_t){r->job, job.state, false};
+            ql_job_free(&job);
+        }
+    }
+    ql_txn_abort(txn);
+    s->busy++;
+    for (size_t i = 0; i < m; i++) {
+        /* Looked up again: stopping one run never frees another, but stay on the safe side. */
+        run_t *r = ql_sched_find_run(s, &moved[i].job);
+        if (!r || !watched(r))
+            continue;
+        const char *found = moved[i].missing ? "missing" : ql_state_name(moved[i].state);
+        char what[64];
+        if (moved[i].missing)
+            snprintf(what, sizeof what, "deleted");
+        else
+            snprintf(what, sizeof what, "RUNNING -> %s", found);
+        log_job(s, QL_LOG_INFO, r,
+                "job %s by another process: stopping its step step=%02u attempt=%u found=%s "
+                "reason=\"the stored job is no longer RUNNING\"",
+                what, r->seq, r->attempt, found);
+        ql_proc_stop_reason_t reason = moved[i].state == QL_PAUSED  ? QL_PROC_STOP_PAUSE
+                                       : moved[i].state == QL_READY ? QL_PROC_STOP_RESTART
+                                                                    : QL_PROC_STOP_DISCARD;
+        ql_sched_cancel_run(r, reason);
+    }
+    free(moved);
+    s->busy--;
+    ql_sched_check_stopped(s); /* may free s */
 }
 
 /* ---- recovery ---- */
@@ -1045,6 +1152,7 @@ void ql_sched_check_stopped(ql_sched_t *s) {
     if (!s->stopping || s->n_runs || !s->stop_done || s->busy)
         return;
     ql_timer_stop(&s->grace_timer);
+    ql_timer_stop(&s->poll_timer);
     void (*done)(void *) = s->stop_done;
     s->stop_done = NULL;
     done(s->stop_arg); /* may free s */
@@ -1179,6 +1287,10 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*d
                    (long long)grace_ms);
         if (grace_ms > 0)
             ql_timer_start(&s->grace_timer, grace_ms, grace_cb, s);
+        /* While it waits, the scheduler still notices jobs another process moves (see
+         * watch_runs): the poll goes on, without fetching. */
+        if (s->opts.poll_interval_ms > 0)
+            ql_timer_start(&s->poll_timer, s->opts.poll_interval_ms, poll_cb, s);
     }
     ql_sched_check_stopped(s);
 }

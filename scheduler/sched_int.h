@@ -81,6 +81,8 @@ struct ql_sched {
      * the scheduler) waits until the loop is over */
     int busy;
     int closing;
+    /* the local actions whose answer has not come yet (see watch_runs) */
+    struct sched_action *actions;
     ql_timer_t poll_timer, kick_timer, flush_timer, grace_timer;
     /* step ends waiting to be written together (one mutation per loop turn, see
      * ql_sched_step_completed); the finish timer submits them */
