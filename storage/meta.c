@@ -491,38 +491,18 @@ int ql_meta_apply_job_outcome(ql_txn_t *txn, const ql_job_t *job, ql_state_t fin
 }
 
 int ql_meta_job_target_exists(ql_txn_t *txn, const ql_job_t *job, bool *exists) {
+    /* Lookups only, no decoding: this runs for every job the scheduler picks. */
     *exists = true;
     if (ql_id_is_zero(&job->model))
         return 0;
-    ql_model_t m;
-    int rc = ql_model_get(txn, &job->model, 0, &m);
+    int rc = ql_model_exists(txn, &job->model);
+    if (!rc && !ql_id_is_zero(&job->segment))
+        rc = ql_segment_exists(txn, &job->segment);
+    for (uint32_t i = 0; !rc && i < job->n_sources; i++)
+        rc = ql_segment_exists(txn, &job->sources[i]);
     if (rc == QL_ENOTFOUND) {
         *exists = false;
         return 0;
     }
-    if (rc)
-        return rc;
-    ql_model_free(&m);
-    ql_segment_t s;
-    if (!ql_id_is_zero(&job->segment)) {
-        rc = ql_segment_get(txn, &job->segment, &s);
-        if (rc == QL_ENOTFOUND) {
-            *exists = false;
-            return 0;
-        }
-        if (rc)
-            return rc;
-        ql_segment_free(&s);
-    }
-    for (uint32_t i = 0; i < job->n_sources; i++) {
-        rc = ql_segment_get(txn, &job->sources[i], &s);
-        if (rc == QL_ENOTFOUND) {
-            *exists = false;
-            return 0;
-        }
-        if (rc)
-            return rc;
-        ql_segment_free(&s);
-    }
-    return 0;
+    return rc;
 }

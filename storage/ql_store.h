@@ -107,6 +107,8 @@ int ql_project_count(ql_txn_t *txn, uint64_t *out);
 /* ---- models ---- */
 
 int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
+/* Whether the model exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
+int ql_model_exists(ql_txn_t *txn, const ql_id_t *id);
 int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);
 /* Inserts or replaces the model with that id. QL_EEXIST when another model of the project has
@@ -120,6 +122,8 @@ int ql_model_count(ql_txn_t *txn, const char *project, uint64_t *out);
 /* ---- segments ---- */
 
 int ql_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out);
+/* Whether the segment exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
+int ql_segment_exists(ql_txn_t *txn, const ql_id_t *id);
 /* Inserts or updates (by id) a segment. The store picks its index layer (s->layer is set). The
  * overlap RULES are not checked here (see ql_meta.h); this only keeps the indexes right. */
 int ql_segment_put(ql_txn_t *txn, ql_segment_t *s);

@@ -105,6 +105,11 @@ int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *o
     return z ? ql_model_decode_z(z, v.mv_data, v.mv_size, flags, out) : UV_ENOMEM;
 }
 
+int ql_model_exists(ql_txn_t *txn, const ql_id_t *id) {
+    MDB_val v;
+    return ql_db_get(txn, DB_MODELS, id->b, 16, &v);
+}
+
 int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                   ql_model_t *out) {
     if (strlen(project) > QL_NAME_MAX || strlen(name) > QL_NAME_MAX)

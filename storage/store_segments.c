@@ -54,6 +54,11 @@ int ql_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out) {
     return decode(txn, &v, QL_DECODE_KEEP_EXTRA, out);
 }
 
+int ql_segment_exists(ql_txn_t *txn, const ql_id_t *id) {
+    MDB_val key;
+    return ql_db_get(txn, DB_SEGMENT_IDS, id->b, 16, &key);
+}
+
 /* Whether a layer-0 segment other than `self` overlaps [start, end). */
 typedef struct {
     const ql_id_t *self;
