@@ -70,45 +70,69 @@ int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) 
     return z ? ql_job_decode_z(z, v.mv_data, v.mv_size, flags, out) : UV_ENOMEM;
 }
 
-static int unindex(ql_txn_t *txn, const ql_job_t *old) {
-    uint8_t k[RECENT_KEY_MAX], v[QL_LIVE_VAL_LEN];
+/*
+ * Moves a job's index entries and counters from old (NULL: a new job) to j. Only entries whose
+ * key or value changes are written: a transition rewrites a live job's job_live value in place
+ * (its key, model and range start, stays), and a job whose state stays keeps its job_states
+ * entry and counters. old and j have the same project and model (ql_job_put checks).
+ */
+static int index_job(ql_txn_t *txn, const ql_job_t *old, const ql_job_t *j) {
+    uint8_t ok[RECENT_KEY_MAX], nk[RECENT_KEY_MAX], ov[QL_LIVE_VAL_LEN], nv[QL_LIVE_VAL_LEN];
     int rc;
-    state_key(k, old);
-    if ((rc = ql_db_del(txn, DB_JOB_STATES, k, STATE_KEY_LEN)))
-        return rc;
-    if ((rc = ql_db_del(txn, DB_JOB_RECENT, k, recent_key(k, old->project, old))) ||
-        (rc = ql_db_del(txn, DB_JOB_RECENT, k, recent_key(k, "", old))))
-        return rc;
-    if (!ql_id_is_zero(&old->model) && non_final(old->state)) {
-        ql_job_live_entry(k, v, old);
-        if ((rc = ql_db_del(txn, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN)))
+    state_key(nk, j);
+    bool same = false;
+    if (old) {
+        state_key(ok, old);
+        same = memcmp(ok, nk, STATE_KEY_LEN) == 0;
+        if (!same && (rc = ql_db_del(txn, DB_JOB_STATES, ok, STATE_KEY_LEN)))
             return rc;
     }
-    return count_state(txn, old, -1);
-}
+    if (!same && (rc = ql_db_put(txn, DB_JOB_STATES, nk, STATE_KEY_LEN, "", 0)))
+        return rc;
 
-static int reindex(ql_txn_t *txn, const ql_job_t *j, bool is_new) {
-    uint8_t k[RECENT_KEY_MAX], v[QL_LIVE_VAL_LEN];
+    /* job_recent: the project's list and every project's (under ""); the value is the state. */
     uint8_t state = (uint8_t)j->state;
-    int rc;
-    state_key(k, j);
-    if ((rc = ql_db_put(txn, DB_JOB_STATES, k, STATE_KEY_LEN, "", 0)))
-        return rc;
-    if ((rc = ql_db_put(txn, DB_JOB_RECENT, k, recent_key(k, j->project, j), &state, 1)) ||
-        (rc = ql_db_put(txn, DB_JOB_RECENT, k, recent_key(k, "", j), &state, 1)))
-        return rc;
-    if (!ql_id_is_zero(&j->model)) {
-        if (non_final(j->state)) {
-            ql_job_live_entry(k, v, j);
-            if ((rc = ql_db_put(txn, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN, v, QL_LIVE_VAL_LEN)))
+    for (int every = 0; every < 2; every++) {
+        const char *project = every ? "" : j->project;
+        size_t nl = recent_key(nk, project, j);
+        if (old) {
+            size_t ol = recent_key(ok, project, old);
+            bool same_key = ol == nl && memcmp(ok, nk, nl) == 0;
+            if (same_key && old->state == j->state)
+                continue;
+            if (!same_key && (rc = ql_db_del(txn, DB_JOB_RECENT, ok, ol)))
                 return rc;
         }
-        if (is_new) {
-            model_key(k, j);
-            if ((rc = ql_db_put(txn, DB_JOB_MODELS, k, MODEL_KEY_LEN, "", 0)))
+        if ((rc = ql_db_put(txn, DB_JOB_RECENT, nk, nl, &state, 1)))
+            return rc;
+    }
+
+    if (!ql_id_is_zero(&j->model)) {
+        bool write_live = non_final(j->state);
+        if (write_live)
+            ql_job_live_entry(nk, nv, j);
+        if (old && non_final(old->state)) {
+            ql_job_live_entry(ok, ov, old);
+            bool same_key = write_live && memcmp(ok, nk, QL_LIVE_KEY_LEN) == 0;
+            if (!same_key && (rc = ql_db_del(txn, DB_JOB_LIVE, ok, QL_LIVE_KEY_LEN)))
+                return rc;
+            if (same_key && memcmp(ov, nv, QL_LIVE_VAL_LEN) == 0)
+                write_live = false;
+        }
+        if (write_live &&
+            (rc = ql_db_put(txn, DB_JOB_LIVE, nk, QL_LIVE_KEY_LEN, nv, QL_LIVE_VAL_LEN)))
+            return rc;
+        if (!old) {
+            model_key(nk, j);
+            if ((rc = ql_db_put(txn, DB_JOB_MODELS, nk, MODEL_KEY_LEN, "", 0)))
                 return rc;
         }
     }
+
+    if (old && old->state == j->state)
+        return 0;
+    if (old && (rc = count_state(txn, old, -1)))
+        return rc;
     return count_state(txn, j, 1);
 }
 
@@ -127,12 +151,12 @@ int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
             !ql_id_eq(&old.model, &j->model))
             rc = QL_EINVAL;
         else
-            rc = unindex(txn, &old);
+            rc = index_job(txn, &old, j);
         ql_job_free(&old);
-        if (rc)
-            return rc;
+    } else {
+        rc = index_job(txn, NULL, j);
     }
-    if ((rc = reindex(txn, j, !existed)))
+    if (rc)
         return rc;
     ql_buf_reset(&txn->buf);
     if ((rc = ql_job_encode(j, &txn->buf)))

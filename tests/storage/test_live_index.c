@@ -343,3 +343,47 @@ Test(live_index, fsck_reports_overlapping_live_jobs_of_one_model) {
     cr_assert(strstr(text, "overlap"), "%s", text);
     free(text);
 }
+
+/* ql_job_put writes only the index entries that change; whatever changes, fsck (which rebuilds
+ * every expected entry from the records) and the counters must agree after each put. */
+Test(live_index, every_kind_of_job_update_keeps_indexes_and_counters_exact) {
+    ql_txn_t *t = txn_begin(true);
+    put_project(t);
+    ql_id_t m = put_model(t, "m");
+    ql_job_t j = put_job(t, &m, true, 0, DAY, QL_READY);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    struct {
+        ql_state_t state;
+        int priority;
+        int64_t modify_time;
+        int64_t start;
+    } steps[] = {
+        {QL_READY, 3, 1000, 0},         /* nothing changes */
+        {QL_READY, 3, 2000, 0},         /* only the modify time (job_recent moves) */
+        {QL_READY, 1, 2000, 0},         /* only the priority (job_states moves) */
+        {QL_READY, 1, 2000, DAY / 2},   /* the range start (job_live moves) */
+        {QL_RUNNING, 1, 2000, DAY / 2}, /* only the state (values and counters) */
+        {QL_PAUSED, 1, 3000, DAY / 2},  {QL_SUCCEED, 1, 4000, DAY / 2}, /* final: out of job_live */
+        {QL_SUCCEED, 1, 5000, DAY / 2},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        t = txn_begin(true);
+        j.state = steps[i].state;
+        j.priority = steps[i].priority;
+        j.modify_time = steps[i].modify_time;
+        j.range_start = steps[i].start;
+        cr_assert_eq(ql_job_put(t, &j), 0);
+        cr_assert_eq(ql_txn_commit(t), 0);
+        assert_fsck_clean();
+        t = txn_begin(false);
+        uint64_t n = 0;
+        cr_assert_eq(ql_job_count(t, "p", 1u << steps[i].state, &n), 0);
+        cr_assert_eq(n, 1, "update %zu: counted under its state", i);
+        cr_assert_eq(ql_job_count(t, NULL, 0xffff, &n), 0);
+        cr_assert_eq(n, 1, "update %zu: counted once", i);
+        seen_t s = {0};
+        cr_assert_eq(ql_job_foreach_live(t, &m, seen_cb, &s), 0);
+        cr_assert_eq(s.n, ql_state_is_final(steps[i].state) ? 0 : 1, "update %zu", i);
+        ql_txn_abort(t);
+    }
+}
