@@ -99,8 +99,8 @@ int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
 
     uint8_t k[SEG_KEY_LEN];
     seg_key(k, &s->model, s->layer, s->start, &s->id);
-    if (existed && memcmp(ok, k, SEG_KEY_LEN) != 0 &&
-        (rc = ql_db_del(txn, DB_SEGMENTS, ok, SEG_KEY_LEN)))
+    bool moved = !existed || memcmp(ok, k, SEG_KEY_LEN) != 0;
+    if (existed && moved && (rc = ql_db_del(txn, DB_SEGMENTS, ok, SEG_KEY_LEN)))
         return rc;
     if (!existed) {
         uint8_t ck[17];
@@ -111,7 +111,8 @@ int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
     if ((rc = ql_segment_encode(s, &txn->buf)) ||
         (rc = ql_db_put(txn, DB_SEGMENTS, k, SEG_KEY_LEN, txn->buf.data, txn->buf.len)))
         return rc;
-    return ql_db_put(txn, DB_SEGMENT_IDS, s->id.b, 16, k, SEG_KEY_LEN);
+    /* A status change keeps the key: segment_ids already points at it. */
+    return moved ? ql_db_put(txn, DB_SEGMENT_IDS, s->id.b, 16, k, SEG_KEY_LEN) : 0;
 }
 
 int ql_segment_delete(ql_txn_t *txn, const ql_id_t *id) {
