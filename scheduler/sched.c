@@ -528,10 +528,6 @@ static void fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
 static void flush_finishing(ql_sched_t *s);
 
 static void fetch(ql_sched_t *s) {
-    /* Jobs moved by another process first (a job resumed or restarted there is picked once its
-     * old try is gone). Not while stopping: the poll does it then, as its last act. */
-    if (!s->stopping)
-        watch_runs(s);
     /* Step ends still queued go first: a pick must never be written before the end of the job
      * whose slot it takes (flush_finishing picks for those slots itself). */
     if (s->n_finishing)
@@ -563,10 +559,16 @@ static void poll_cb(ql_timer_t *t, void *arg) {
     bool fetch_now = s->fetching && !s->stopping;
     if (fetch_now || (s->stopping && s->n_runs))
         ql_timer_start(t, s->opts.poll_interval_ms, poll_cb, s);
-    if (fetch_now)
+    /* Jobs moved by another process first (a job resumed or restarted there is picked once its
+     * old try is gone). Only here, once per poll interval: it reads every running job, which
+     * the fetches a submission or a step end triggers (thousands a second under load) should
+     * not. */
+    if (fetch_now) {
+        watch_runs(s);
         fetch(s);
-    else
+    } else {
         watch_runs(s); /* may end a stop (and free s): nothing may follow */
+    }
 }
 
 void ql_sched_start(ql_sched_t *s) {
@@ -1004,8 +1006,8 @@ int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sc
  * Several servers may share a store (the job engine lock picks the one that schedules): a
  * standby's API, or any other process writing the store, applies PAUSE, DISCARD or RESTART
  * straight to the job's record, and only this scheduler can stop the step it runs. Kylin's job
- * thread checks the job's status in the metadata store; here the fetcher's passes (every poll
- * interval, and whenever a submission, resume or step end wakes it) look up each job a run
+ * thread checks the job's status in the metadata store; here every poll interval looks up
+ * each job a run
  * executes a step or a retry wait for, in one read transaction (a fresh LMDB snapshot, which
  * sees every commit of the other processes), and stop the run of a job that is no longer
  * RUNNING: its process group gets SIGTERM, then SIGKILL after the kill grace, as with a local
