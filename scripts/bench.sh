@@ -4,11 +4,12 @@
 # qilind-bench-seed), a release qilind on loopback, and Debian's wrk as the load generator:
 #   reads    GET /kylin/api/jobs?page_size=10 (Basic auth, the credentials cache)
 #   writes   POST /kylin/api/models/sN/segments, every request its own one-second range, the
-#            requests spread over 1000 models (s0..s999)
+#            requests spread over WRITE_MODELS models (s0..s999 exist; 1 puts every build on
+#            s0, where the job-conflict check meets every earlier build's live job)
 # It prints req/s, p50 and p99 from wrk and the server's RSS (VmRSS/VmHWM) after each phase.
 #
 # Environment: JOBS (100000), DURATION (15s), THREADS (2), CONNS (32), WRITE_CONNS (64),
-# BUILD_DIR (build-bench), KEEP=1 keeps the data directory.
+# WRITE_MODELS (1000, at most 1000), BUILD_DIR (build-bench), KEEP=1 keeps the data directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,7 @@ DURATION=${DURATION:-15s}
 THREADS=${THREADS:-2}
 CONNS=${CONNS:-32}
 WRITE_CONNS=${WRITE_CONNS:-64}
+WRITE_MODELS=${WRITE_MODELS:-1000}
 BUILD_DIR=${BUILD_DIR:-build-bench}
 
 install_wrk() {
@@ -73,9 +75,10 @@ template_sets:
         - {name: wait, kind: sleep, duration: 1h}
 YAML
 
-    # Each wrk thread has its own Lua state: thread i submits its n-th build to model s(n % 1000)
-    # with the range [2100-01-01 + (i*1e8 + n) s, +1 s), so no two requests overlap.
-    cat > "$dir/submit.lua" << 'LUA'
+    # Each wrk thread has its own Lua state: thread i submits its n-th build to model
+    # s(n % WRITE_MODELS) with the range [2100-01-01 + (i*1e8 + n) s, +1 s), so no two requests
+    # overlap. (The here-document expands only $WRITE_MODELS; the Lua has no other $.)
+    cat > "$dir/submit.lua" << LUA
 local n = 0
 local created = 0
 function setup(thread)
@@ -86,7 +89,7 @@ request = function()
   n = n + 1
   local start = 4102444800000 + (tid * 100000000 + n) * 1000
   local body = string.format('{"project":"bench","start":%d,"end":%d}', start, start + 1000)
-  return wrk.format("POST", string.format("/kylin/api/models/s%d/segments", n % 1000), nil, body)
+  return wrk.format("POST", string.format("/kylin/api/models/s%d/segments", n % $WRITE_MODELS), nil, body)
 end
 LUA
 
