@@ -977,6 +977,7 @@ static void action_done(void *arg, int status, const ql_err_t *err) {
     if (a->done)
         a->done(a->arg, status, err);
     free(a);
+    ql_sched_check_stopped(s); /* a stop waits for the actions in flight; may free s */
 }
 
 int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
@@ -1151,7 +1152,8 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
 }
 
 void ql_sched_check_stopped(ql_sched_t *s) {
-    if (!s->stopping || s->n_runs || !s->stop_done || s->busy)
+    /* An action in flight answers into s: the stop waits for it too. */
+    if (!s->stopping || s->n_runs || !s->stop_done || s->busy || s->actions)
         return;
     ql_timer_stop(&s->grace_timer);
     ql_timer_stop(&s->poll_timer);

@@ -1002,3 +1002,91 @@ Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
     ql_store_close(st);
     ql_test_rm_tree(d);
 }
+
+static void flag_stopped(void *arg) {
+    *(bool *)arg = true;
+}
+
+static void flag_answered(void *arg, int status, const ql_err_t *err) {
+    (void)err;
+    *(int *)arg = status == 0 ? 1 : -1;
+}
+
+/* A stop must not complete while an action's mutation is still queued: its answer runs in the
+ * scheduler, which the stop's callback may free. */
+Test(virtual_clock, a_stop_waits_for_the_actions_in_flight) {
+    char d[64];
+    snprintf(d, sizeof d, "/tmp/ql_vsched_XXXXXX");
+    cr_assert_not_null(mkdtemp(d));
+    ql_store_opts_t so = {.path = d, .map_size = 64u << 20};
+    ql_store_t *st;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&so, &st, &err), 0, "%s", err.msg);
+    static const char yaml[] = "templates:\n"
+                               "  INC_BUILD:\n"
+                               "    steps:\n"
+                               "      - {name: build, kind: sleep, duration: 5m}\n";
+    ql_templates_t *tpl;
+    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &tpl, &err), 0, "%s",
+                 err.msg);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(st, true, &t), 0);
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "p");
+    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
+    ql_model_t m = {0};
+    snprintf(m.name, sizeof m.name, "m");
+    snprintf(m.project, sizeof m.project, "p");
+    m.partitioned = true;
+    snprintf(m.partition_column, sizeof m.partition_column, "dt");
+    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
+    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
+    ql_writer_t *wr;
+    ql_writer_opts_t wo = {.manual = true};
+    cr_assert_eq(ql_writer_new(st, &wo, &wr), 0);
+    ql_sched_opts_t o = {
+        .store = st,
+        .writer = wr,
+        .clock = vclock,
+        .templates = tpl,
+        .max_concurrent_jobs = 10,
+        .poll_interval_ms = 30000,
+        .virtual_steps = true,
+    };
+    ql_sched_t *s;
+    cr_assert_eq(ql_sched_new(&o, &s), 0);
+    ql_submit_op_t op = {.kind = QL_SUBMIT_BUILD,
+                         .templates = tpl,
+                         .model = m.id,
+                         .start = BASE,
+                         .end = BASE + DAY,
+                         .priority = 3,
+                         .now = BASE};
+    cr_assert_eq(ql_writer_call(wr, ql_submit_fn, &op, &err), 0, "%s", err.msg);
+
+    /* The scheduler never started, so nothing runs: only the action is in flight. */
+    int answered = 0;
+    bool stopped = false;
+    cr_assert_eq(ql_sched_action(s, &op.job, QL_ACTION_DISCARD, flag_answered, &answered), 0);
+    ql_sched_stop(s, true, 0, flag_stopped, &stopped);
+    cr_assert_not(stopped, "stopped with the DISCARD's answer still to come");
+    cr_assert_eq(ql_writer_flush(wr), 1);
+    cr_assert_eq(answered, 1, "the DISCARD was answered");
+    cr_assert(stopped, "the stop completes once the action is answered");
+
+    cr_assert_eq(ql_txn_begin(st, false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &op.job, 0, &j), 0);
+    cr_assert_eq(j.state, QL_DISCARDED);
+    ql_job_free(&j);
+    ql_txn_abort(t);
+    ql_sched_free(s);
+    ql_writer_free(wr);
+    ql_clock_free(vclock);
+    ql_templates_free(tpl);
+    ql_store_close(st);
+    ql_test_rm_tree(d);
+}
