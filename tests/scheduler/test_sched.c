@@ -919,24 +919,27 @@ static void vhook(void *arg, const ql_id_t *job, uint32_t seq) {
         vstarts[n_vstarts++] = ql_clock_now_ms(vclock);
 }
 
-Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
-    char d[64];
-    snprintf(d, sizeof d, "/tmp/ql_vsched_XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    ql_store_opts_t so = {.path = d, .map_size = 64u << 20};
-    ql_store_t *st;
-    ql_err_t err = {0};
-    cr_assert_eq(ql_store_open(&so, &st, &err), 0, "%s", err.msg);
-    static const char yaml[] = "templates:\n"
-                               "  INC_BUILD:\n"
-                               "    steps:\n"
-                               "      - {name: build, kind: sleep, duration: 5m}\n"
-                               "      - {name: flaky, kind: fail, sim_duration: 1s}\n";
+/* A scheduler on the virtual clock with a manual writer, templates from yaml, and project p
+ * with model m, ready for a build to be submitted. */
+typedef struct {
+    char dir[64];
+    ql_store_t *store;
     ql_templates_t *tpl;
-    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &tpl, &err), 0, "%s",
+    ql_writer_t *writer;
+    ql_sched_t *sched;
+    ql_id_t model;
+} vsched_t;
+
+static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *extra) {
+    snprintf(v->dir, sizeof v->dir, "/tmp/ql_vsched_XXXXXX");
+    cr_assert_not_null(mkdtemp(v->dir));
+    ql_store_opts_t so = {.path = v->dir, .map_size = 64u << 20};
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&so, &v->store, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &v->tpl, &err), 0, "%s",
                  err.msg);
     ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(st, true, &t), 0);
+    cr_assert_eq(ql_txn_begin(v->store, true, &t), 0);
     ql_project_t p = {0};
     snprintf(p.name, sizeof p.name, "p");
     cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
@@ -948,35 +951,58 @@ Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
     snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
     cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
     cr_assert_eq(ql_txn_commit(t), 0);
+    v->model = m.id;
 
     cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
-    ql_writer_t *wr;
     ql_writer_opts_t wo = {.manual = true};
-    cr_assert_eq(ql_writer_new(st, &wo, &wr), 0);
-    ql_sched_opts_t o = {
-        .store = st,
-        .writer = wr,
-        .clock = vclock,
-        .templates = tpl,
-        .max_concurrent_jobs = 10,
-        .poll_interval_ms = 30000,
-        .retry = 2,
-        .retry_interval_ms = 30000, /* Kylin's default */
-        .virtual_steps = true,
-    };
-    ql_sched_t *s;
-    cr_assert_eq(ql_sched_new(&o, &s), 0);
-    ql_sched_set_step_start_hook(s, vhook, NULL);
-    ql_sched_start(s);
+    cr_assert_eq(ql_writer_new(v->store, &wo, &v->writer), 0);
+    ql_sched_opts_t o = *extra;
+    o.store = v->store;
+    o.writer = v->writer;
+    o.clock = vclock;
+    o.templates = v->tpl;
+    o.max_concurrent_jobs = 10;
+    o.poll_interval_ms = 30000;
+    o.virtual_steps = true;
+    cr_assert_eq(ql_sched_new(&o, &v->sched), 0);
+}
+
+/* Submits a build of [BASE, BASE + 1 day) through the writer; returns the job. */
+static ql_id_t vsched_build(vsched_t *v) {
     ql_submit_op_t op = {.kind = QL_SUBMIT_BUILD,
-                         .templates = tpl,
-                         .model = m.id,
+                         .templates = v->tpl,
+                         .model = v->model,
                          .start = BASE,
                          .end = BASE + DAY,
                          .priority = 3,
                          .now = BASE};
-    cr_assert_eq(ql_writer_call(wr, ql_submit_fn, &op, &err), 0, "%s", err.msg);
-    ql_sched_kick(s);
+    ql_err_t err = {0};
+    cr_assert_eq(ql_writer_call(v->writer, ql_submit_fn, &op, &err), 0, "%s", err.msg);
+    return op.job;
+}
+
+static void vsched_close(vsched_t *v) {
+    ql_sched_free(v->sched);
+    ql_writer_free(v->writer);
+    ql_clock_free(vclock);
+    ql_templates_free(v->tpl);
+    ql_store_close(v->store);
+    ql_test_rm_tree(v->dir);
+}
+
+Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
+    static const char yaml[] = "templates:\n"
+                               "  INC_BUILD:\n"
+                               "    steps:\n"
+                               "      - {name: build, kind: sleep, duration: 5m}\n"
+                               "      - {name: flaky, kind: fail, sim_duration: 1s}\n";
+    vsched_t v;
+    ql_sched_opts_t extra = {.retry = 2, .retry_interval_ms = 30000 /* Kylin's default */};
+    vsched_open(&v, yaml, &extra);
+    ql_sched_set_step_start_hook(v.sched, vhook, NULL);
+    ql_sched_start(v.sched);
+    ql_id_t job = vsched_build(&v);
+    ql_sched_kick(v.sched);
     for (int i = 0; i < 400; i++)
         ql_vclock_run_for(vclock, 1000, true);
     /* 5 min of build, then three 1 s tries of the failing step 30 s apart. */
@@ -984,23 +1010,19 @@ Test(virtual_clock, retries_wait_exactly_the_retry_interval) {
     cr_assert_eq(vstarts[1] - vstarts[0], 300000);
     cr_assert_eq(vstarts[2] - vstarts[1], 1000 + 30000);
     cr_assert_eq(vstarts[3] - vstarts[2], 1000 + 30000);
-    cr_assert_eq(ql_txn_begin(st, false, &t), 0);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v.store, false, &t), 0);
     ql_job_t j;
-    cr_assert_eq(ql_job_get(t, &op.job, 0, &j), 0);
+    cr_assert_eq(ql_job_get(t, &job, 0, &j), 0);
     cr_assert_eq(j.state, QL_ERROR);
     cr_assert_eq(j.end_time, vstarts[3] + 1000, "the job ends when the last try does");
     ql_step_t sp;
-    cr_assert_eq(ql_step_get(t, &op.job, 1, &sp), 0);
+    cr_assert_eq(ql_step_get(t, &job, 1, &sp), 0);
     cr_assert_eq(sp.attempts, 3);
     ql_step_free(&sp);
     ql_job_free(&j);
     ql_txn_abort(t);
-    ql_sched_free(s);
-    ql_writer_free(wr);
-    ql_clock_free(vclock);
-    ql_templates_free(tpl);
-    ql_store_close(st);
-    ql_test_rm_tree(d);
+    vsched_close(&v);
 }
 
 static void flag_stopped(void *arg) {
@@ -1015,78 +1037,31 @@ static void flag_answered(void *arg, int status, const ql_err_t *err) {
 /* A stop must not complete while an action's mutation is still queued: its answer runs in the
  * scheduler, which the stop's callback may free. */
 Test(virtual_clock, a_stop_waits_for_the_actions_in_flight) {
-    char d[64];
-    snprintf(d, sizeof d, "/tmp/ql_vsched_XXXXXX");
-    cr_assert_not_null(mkdtemp(d));
-    ql_store_opts_t so = {.path = d, .map_size = 64u << 20};
-    ql_store_t *st;
-    ql_err_t err = {0};
-    cr_assert_eq(ql_store_open(&so, &st, &err), 0, "%s", err.msg);
     static const char yaml[] = "templates:\n"
                                "  INC_BUILD:\n"
                                "    steps:\n"
                                "      - {name: build, kind: sleep, duration: 5m}\n";
-    ql_templates_t *tpl;
-    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &tpl, &err), 0, "%s",
-                 err.msg);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(st, true, &t), 0);
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
-    ql_model_t m = {0};
-    snprintf(m.name, sizeof m.name, "m");
-    snprintf(m.project, sizeof m.project, "p");
-    m.partitioned = true;
-    snprintf(m.partition_column, sizeof m.partition_column, "dt");
-    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
-    cr_assert_eq(ql_txn_commit(t), 0);
-
-    cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
-    ql_writer_t *wr;
-    ql_writer_opts_t wo = {.manual = true};
-    cr_assert_eq(ql_writer_new(st, &wo, &wr), 0);
-    ql_sched_opts_t o = {
-        .store = st,
-        .writer = wr,
-        .clock = vclock,
-        .templates = tpl,
-        .max_concurrent_jobs = 10,
-        .poll_interval_ms = 30000,
-        .virtual_steps = true,
-    };
-    ql_sched_t *s;
-    cr_assert_eq(ql_sched_new(&o, &s), 0);
-    ql_submit_op_t op = {.kind = QL_SUBMIT_BUILD,
-                         .templates = tpl,
-                         .model = m.id,
-                         .start = BASE,
-                         .end = BASE + DAY,
-                         .priority = 3,
-                         .now = BASE};
-    cr_assert_eq(ql_writer_call(wr, ql_submit_fn, &op, &err), 0, "%s", err.msg);
+    vsched_t v;
+    ql_sched_opts_t extra = {0};
+    vsched_open(&v, yaml, &extra);
+    ql_id_t job = vsched_build(&v);
 
     /* The scheduler never started, so nothing runs: only the action is in flight. */
     int answered = 0;
     bool stopped = false;
-    cr_assert_eq(ql_sched_action(s, &op.job, QL_ACTION_DISCARD, flag_answered, &answered), 0);
-    ql_sched_stop(s, true, 0, flag_stopped, &stopped);
+    cr_assert_eq(ql_sched_action(v.sched, &job, QL_ACTION_DISCARD, flag_answered, &answered), 0);
+    ql_sched_stop(v.sched, true, 0, flag_stopped, &stopped);
     cr_assert_not(stopped, "stopped with the DISCARD's answer still to come");
-    cr_assert_eq(ql_writer_flush(wr), 1);
+    cr_assert_eq(ql_writer_flush(v.writer), 1);
     cr_assert_eq(answered, 1, "the DISCARD was answered");
     cr_assert(stopped, "the stop completes once the action is answered");
 
-    cr_assert_eq(ql_txn_begin(st, false, &t), 0);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v.store, false, &t), 0);
     ql_job_t j;
-    cr_assert_eq(ql_job_get(t, &op.job, 0, &j), 0);
+    cr_assert_eq(ql_job_get(t, &job, 0, &j), 0);
     cr_assert_eq(j.state, QL_DISCARDED);
     ql_job_free(&j);
     ql_txn_abort(t);
-    ql_sched_free(s);
-    ql_writer_free(wr);
-    ql_clock_free(vclock);
-    ql_templates_free(tpl);
-    ql_store_close(st);
-    ql_test_rm_tree(d);
+    vsched_close(&v);
 }
