@@ -14,6 +14,7 @@
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
 
+#include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>
@@ -52,18 +53,6 @@ static const char TEMPLATES[] =
     "touch marker; sleep 30']\n"
     "          cwd: @DIR@\n";
 
-typedef struct proc_a {
-    uv_process_t proc;
-    uv_pipe_t out;
-    char buf[4096];
-    size_t len;
-    bool master;
-    bool exited;
-    int64_t exit_status;
-    int term_signal;
-    int closes;
-} proc_a_t;
-
 static struct {
     char dir[64];
     char data[128];
@@ -76,7 +65,7 @@ static struct {
     ql_config_t *cfg;
     ql_node_t *b;
     bool b_stopped;
-    proc_a_t a;
+    ql_test_driver_t a; /* server A: node_driver in its own process */
     ql_id_t model, marker_model;
 } w;
 
@@ -97,87 +86,16 @@ static int log_index(const char *needle) {
 
 /* ---- server A ---- */
 
-static void a_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-    (void)h;
-    (void)hint;
-    buf->base = w.a.buf + w.a.len;
-    buf->len = sizeof w.a.buf - w.a.len - 1;
-}
-
-static void a_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-    (void)s;
-    (void)buf;
-    if (n <= 0)
-        return;
-    w.a.len += (size_t)n;
-    w.a.buf[w.a.len] = '\0';
-    char *nl;
-    while ((nl = strchr(w.a.buf, '\n'))) {
-        *nl = '\0';
-        if (strcmp(w.a.buf, "MASTER") == 0)
-            w.a.master = true;
-        size_t used = (size_t)(nl + 1 - w.a.buf);
-        memmove(w.a.buf, nl + 1, w.a.len - used + 1);
-        w.a.len -= used;
-    }
-}
-
-static void a_closed(uv_handle_t *h) {
-    (void)h;
-    w.a.closes++;
-}
-
-static void a_exit(uv_process_t *p, int64_t status, int sig) {
-    w.a.exited = true;
-    w.a.exit_status = status;
-    w.a.term_signal = sig;
-    uv_close((uv_handle_t *)p, a_closed);
-}
-
-static bool cond_a_master(const void *arg) {
-    (void)arg;
-    return w.a.master;
-}
-
-static bool cond_a_gone(const void *arg) {
-    (void)arg;
-    return w.a.exited && w.a.closes >= 1;
-}
-
-static bool cond_a_closed(const void *arg) {
-    (void)arg;
-    return w.a.closes == 2;
-}
-
 static void start_a(void) {
-    memset(&w.a, 0, sizeof w.a);
-    uv_pipe_init(&w.loop, &w.a.out, 0);
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
-    int err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    cr_assert_geq(err_fd, 0);
-    uv_stdio_container_t io[3] = {
-        {.flags = UV_IGNORE},
-        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w.a.out},
-        {.flags = UV_INHERIT_FD, .data.fd = err_fd},
-    };
     char *args[] = {DRIVER,      "--data",         w.data, "--templates",
                     w.templates, "--poll-seconds", "1",    NULL};
-    uv_process_options_t o = {
-        .file = DRIVER, .args = args, .exit_cb = a_exit, .stdio = io, .stdio_count = 3};
-    cr_assert_eq(uv_spawn(&w.loop, &w.a.proc, &o), 0);
-    close(err_fd);
-    uv_read_start((uv_stream_t *)&w.a.out, a_alloc, a_read);
-    cr_assert(ql_test_drive_until(&w.loop, cond_a_master, NULL, DEADLINE_MS),
-              "server A never took the lock");
+    ql_test_driver_start(&w.a, &w.loop, args, err_path, DEADLINE_MS);
 }
 
 static void stop_a(int sig) {
-    cr_assert_eq(uv_process_kill(&w.a.proc, sig), 0);
-    cr_assert(ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS),
-              "server A did not exit");
-    uv_close((uv_handle_t *)&w.a.out, a_closed);
-    cr_assert(ql_test_drive_until(&w.loop, cond_a_closed, NULL, DEADLINE_MS));
+    ql_test_driver_stop(&w.a, sig, DEADLINE_MS);
 }
 
 /* ---- server B ---- */
@@ -280,12 +198,7 @@ static void teardown(void) {
         ql_node_stop(w.b, b_stopped, NULL);
         cr_assert(ql_test_drive_until(&w.loop, cond_b_stopped, NULL, DEADLINE_MS));
     }
-    if (!w.a.exited) {
-        uv_process_kill(&w.a.proc, SIGKILL);
-        ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS);
-    }
-    if (!uv_is_closing((uv_handle_t *)&w.a.out))
-        uv_close((uv_handle_t *)&w.a.out, NULL);
+    ql_test_driver_reap(&w.a, false, DEADLINE_MS);
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");

@@ -14,6 +14,7 @@
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
 
+#include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>
@@ -59,85 +60,16 @@ static struct {
     ql_config_t *cfg;
     ql_node_t *b;
     bool b_stopped;
-    struct {
-        uv_process_t proc;
-        uv_pipe_t out;
-        char buf[4096];
-        size_t len;
-        bool master;
-        bool exited;
-        int closes;
-    } a;
+    ql_test_driver_t a; /* server A: node_driver in its own process */
     ql_id_t model;
 } w;
 
 /* ---- server A: node_driver in its own process ---- */
 
-static void a_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
-    (void)h;
-    (void)hint;
-    buf->base = w.a.buf + w.a.len;
-    buf->len = sizeof w.a.buf - w.a.len - 1;
-}
-
-static void a_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-    (void)s;
-    (void)buf;
-    if (n <= 0)
-        return;
-    w.a.len += (size_t)n;
-    w.a.buf[w.a.len] = '\0';
-    char *nl;
-    while ((nl = strchr(w.a.buf, '\n'))) {
-        *nl = '\0';
-        if (strcmp(w.a.buf, "MASTER") == 0)
-            w.a.master = true;
-        size_t used = (size_t)(nl + 1 - w.a.buf);
-        memmove(w.a.buf, nl + 1, w.a.len - used + 1);
-        w.a.len -= used;
-    }
-}
-
-static void a_closed(uv_handle_t *h) {
-    (void)h;
-    w.a.closes++;
-}
-
-static void a_exit(uv_process_t *p, int64_t status, int sig) {
-    (void)status;
-    (void)sig;
-    w.a.exited = true;
-    uv_close((uv_handle_t *)p, a_closed);
-}
-
-static bool cond_a_master(const void *arg) {
-    (void)arg;
-    return w.a.master;
-}
-
-static bool cond_a_gone(const void *arg) {
-    (void)arg;
-    return w.a.exited && w.a.closes >= 1;
-}
-
 static void start_a(void) {
-    uv_pipe_init(&w.loop, &w.a.out, 0);
-    int err_fd = open(w.a_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    cr_assert_geq(err_fd, 0);
-    uv_stdio_container_t io[3] = {
-        {.flags = UV_IGNORE},
-        {.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&w.a.out},
-        {.flags = UV_INHERIT_FD, .data.fd = err_fd},
-    };
     char *args[] = {DRIVER,      "--data",         w.data, "--templates",
                     w.templates, "--poll-seconds", "1",    NULL};
-    uv_process_options_t o = {
-        .file = DRIVER, .args = args, .exit_cb = a_exit, .stdio = io, .stdio_count = 3};
-    cr_assert_eq(uv_spawn(&w.loop, &w.a.proc, &o), 0);
-    close(err_fd);
-    uv_read_start((uv_stream_t *)&w.a.out, a_alloc, a_read);
-    cr_assert(ql_test_drive_until(&w.loop, cond_a_master, NULL, DEADLINE_MS),
-              "server A never took the lock");
+    ql_test_driver_start(&w.a, &w.loop, args, w.a_log, DEADLINE_MS);
 }
 
 /* Whether A's log (its stderr) holds every needle (NULL-terminated) on one line. */
@@ -250,15 +182,7 @@ static void teardown(void) {
         ql_node_stop(w.b, b_stopped, NULL);
         cr_assert(ql_test_drive_until(&w.loop, cond_b_stopped, NULL, DEADLINE_MS));
     }
-    if (!w.a.exited) {
-        uv_process_kill(&w.a.proc, SIGTERM);
-        if (!ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS)) {
-            uv_process_kill(&w.a.proc, SIGKILL);
-            ql_test_drive_until(&w.loop, cond_a_gone, NULL, DEADLINE_MS);
-        }
-    }
-    if (!uv_is_closing((uv_handle_t *)&w.a.out))
-        uv_close((uv_handle_t *)&w.a.out, NULL);
+    ql_test_driver_reap(&w.a, true, DEADLINE_MS);
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
