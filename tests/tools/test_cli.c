@@ -518,6 +518,34 @@ Test(cli, unreachable_server_exits_3) {
     run_free(&r);
 }
 
+Test(cli, global_options_may_come_before_the_command) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(s, (struct sockaddr *)&sa, &sl);
+    close(s);
+    char url[64], eq[80];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    snprintf(eq, sizeof eq, "--server=%s", url);
+    run_t r;
+    /* The server given before the command is the one tried: nothing listens there (exit 3),
+     * where the default server or an "unknown command" would say otherwise. */
+    RUN(&r, "--server", url, "project", "list");
+    EXPECT_EXIT(&r, 3);
+    EXPECT_IN(r.err, "cannot reach the server");
+    EXPECT_IN(r.err, url);
+    run_free(&r);
+    RUN(&r, "--json", eq, "-u", "someone", "job", "list", "--project", "p");
+    EXPECT_EXIT(&r, 3);
+    EXPECT_IN(r.err, url);
+    run_free(&r);
+    RUN(&r, "--server", url);
+    EXPECT_EXIT(&r, 2);
+    EXPECT_IN(r.err, "no command");
+    run_free(&r);
+}
+
 Test(cli, bad_config_file_exits_2) {
     char path[300];
     snprintf(path, sizeof path, "%s/bad.yaml", g_home);
