@@ -81,13 +81,7 @@ struct ql_dispatcher {
     ql_dispatcher_opts_t opts;
     ql_cycle_cache_t *cache;
     ql_tzcache_t *tzcache;
-    /* partition formats opened once: pattern -> formatter */
-    struct {
-        char pattern[QL_FORMAT_MAX + 1];
-        ql_datefmt_t *fmt;
-        int rc;
-    } * fmts;
-    size_t n_fmts;
+    ql_submit_cache_t *formats; /* partition formats, opened once per pattern */
     /* the model list, valid for `generation` */
     bool list_valid;
     uint64_t generation;
@@ -297,20 +291,6 @@ static int rebuild_list(ql_dispatcher_t *d, ql_txn_t *txn, uint64_t gen) {
 
 /* ---- time math, once per combination per scan ---- */
 
-static const ql_datefmt_t *format_for(ql_dispatcher_t *d, const char *pattern, ql_err_t *err) {
-    for (size_t i = 0; i < d->n_fmts; i++)
-        if (!strcmp(d->fmts[i].pattern, pattern))
-            return d->fmts[i].rc ? NULL : d->fmts[i].fmt;
-    void *p = realloc(d->fmts, (d->n_fmts + 1) * sizeof *d->fmts);
-    if (!p)
-        return NULL;
-    d->fmts = p;
-    snprintf(d->fmts[d->n_fmts].pattern, sizeof d->fmts[0].pattern, "%s", pattern);
-    d->fmts[d->n_fmts].fmt = NULL;
-    d->fmts[d->n_fmts].rc = ql_datefmt_open(pattern, &d->fmts[d->n_fmts].fmt, err);
-    return d->fmts[d->n_fmts++].rc ? NULL : d->fmts[d->n_fmts - 1].fmt;
-}
-
 static void compute_combo(ql_dispatcher_t *d, combo_t *c, int64_t now) {
     if (c->scan_id == d->scan_id)
         return;
@@ -324,8 +304,8 @@ static void compute_combo(ql_dispatcher_t *d, combo_t *c, int64_t now) {
                  c->zone);
         return;
     }
-    const ql_datefmt_t *fmt = format_for(d, c->format, &err);
-    if (!fmt) {
+    const ql_datefmt_t *fmt;
+    if (ql_submit_cache_format(d->formats, c->format, &fmt, &err)) {
         c->rc = QL_EINVAL;
         snprintf(c->msg, sizeof c->msg, "partition_date_format: '%s' is not usable", c->format);
         return;
@@ -745,11 +725,15 @@ int ql_dispatcher_new(const ql_dispatcher_opts_t *opts, ql_dispatcher_t **out) {
     int rc = ql_cycle_cache_new(d->opts.cache_capacity, d->opts.cache_ttl_ms, &d->cache);
     if (!rc)
         rc = ql_tzcache_new(&d->tzcache);
+    /* Room for every pattern in practice (a handful per deployment): a scan never reopens. */
+    if (!rc)
+        rc = ql_submit_cache_new(256, &d->formats);
     if (!rc)
         rc = ql_timer_init(opts->clock, &d->timer);
     if (rc) {
         ql_cycle_cache_free(d->cache);
         ql_tzcache_free(d->tzcache);
+        ql_submit_cache_free(d->formats);
         free(d);
         return rc;
     }
@@ -761,9 +745,7 @@ static void free_dispatcher(ql_timer_t *t) {
     ql_dispatcher_t *d = (ql_dispatcher_t *)(void *)((char *)t - offsetof(ql_dispatcher_t, timer));
     for (size_t i = 0; i < d->n_decisions; i++)
         free(d->decisions[i].msg);
-    for (size_t i = 0; i < d->n_fmts; i++)
-        ql_datefmt_free(d->fmts[i].fmt);
-    free(d->fmts);
+    ql_submit_cache_free(d->formats);
     free(d->decisions);
     free(d->dindex);
     free(d->models);
