@@ -1138,7 +1138,9 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     while (s->n_buckets < (size_t)s->opts.max_concurrent_jobs * 2)
         s->n_buckets *= 2;
     s->buckets = calloc(s->n_buckets, sizeof *s->buckets);
-    if (!s->buckets) {
+    if (!s->buckets || ql_tzcache_new(&s->zones) || ql_submit_cache_new(0, &s->formats)) {
+        ql_tzcache_free(s->zones);
+        free(s->buckets);
         free(s);
         return UV_ENOMEM;
     }
@@ -1303,6 +1305,8 @@ static void sched_release(ql_sched_t *s) {
     if (--s->closing == 0) {
         free(s->finishing);
         free(s->buckets);
+        ql_submit_cache_free(s->formats);
+        ql_tzcache_free(s->zones);
         free(s);
     }
 }

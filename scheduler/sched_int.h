@@ -3,6 +3,7 @@
 #define QL_SCHED_INT_H
 
 #include "scheduler/ql_sched.h"
+#include "scheduler/ql_submit.h"
 
 #include <stddef.h>
 
@@ -92,6 +93,9 @@ struct ql_sched {
     ql_sched_stats_t stats;
     void (*step_start_hook)(void *arg, const ql_id_t *job, uint32_t seq);
     void *step_start_arg;
+    /* zones and partition formats for shell steps' *_FMT variables, opened once (loop thread) */
+    ql_tzcache_t *zones;
+    ql_submit_cache_t *formats;
 };
 
 run_t *ql_sched_find_run(ql_sched_t *s, const ql_id_t *id);

@@ -92,16 +92,16 @@ static void build_params(run_t *r, params_t *p) {
         }
         ql_txn_abort(txn);
     }
-    ql_tz_t *tz = NULL;
-    ql_datefmt_t *fmt = NULL;
-    if (ql_tz_load(zone_name, &tz))
+    /* Zones and formats come from the scheduler's caches: a tz file parse and an ICU format
+     * per step would be a good part of a short step's start. */
+    const ql_tz_t *tz = NULL;
+    const ql_datefmt_t *fmt = NULL;
+    if (ql_tzcache_get(r->s->zones, zone_name, &tz))
         tz = NULL;
-    if (pattern[0] && ql_datefmt_open(pattern, &fmt, NULL))
+    if (pattern[0] && ql_submit_cache_format(r->s->formats, pattern, &fmt, NULL))
         fmt = NULL;
     format_instant(tz, fmt, j->range_start, p->v[P_SEG_START_FMT], sizeof p->v[0]);
     format_instant(tz, fmt, j->range_end, p->v[P_SEG_END_FMT], sizeof p->v[0]);
-    ql_datefmt_free(fmt);
-    ql_tz_free(tz);
 }
 
 /* A job's custom parameters (ad-hoc jobs, POST /jobs), stored with the job as a msgpack map of
