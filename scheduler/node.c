@@ -227,6 +227,12 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                           .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size")};
     if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
         goto fail;
+    uint64_t old_major, old_minor;
+    if (ql_store_upgraded_from(n->store, &old_major, &old_minor))
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "store upgraded in place from=%llu.%llu to=%d.%d path=%s",
+               (unsigned long long)old_major, (unsigned long long)old_minor, QL_SCHEMA_MAJOR,
+               QL_SCHEMA_MINOR, path);
     if ((rc = uv_async_init(opts->loop, &n->wake, wake_cb))) {
         ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
         goto fail;

@@ -53,6 +53,9 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
 void ql_store_close(ql_store_t *store);
 /* The data directory (borrowed, valid until close). */
 const char *ql_store_path(const ql_store_t *store);
+/* Whether this open upgraded the store from an older schema: true with the old version in
+ * *major and *minor (for the caller to log), false for a store that was current. */
+bool ql_store_upgraded_from(const ql_store_t *store, uint64_t *major, uint64_t *minor);
 /* A fresh id: a time-ordered random UUID (version 7), so that records created together sit
  * together in the B-trees (or, with id_seed, the next deterministic one). Thread-safe. */
 void ql_store_new_id(ql_store_t *store, ql_id_t *out);

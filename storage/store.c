@@ -88,6 +88,8 @@ static int upgrade_schema(ql_store_t *s, ql_txn_t *txn, uint64_t major, uint64_t
     }
     if ((rc = ql_txn_commit(txn)))
         return ql_err_set(err, rc, "cannot upgrade the store at %s: %s", s->path, ql_strerror(rc));
+    s->upgraded_major = major;
+    s->upgraded_minor = minor;
     return 0;
 }
 
@@ -199,6 +201,12 @@ void ql_store_close(ql_store_t *s) {
     pthread_mutex_destroy(&s->id_lock);
     free(s->path);
     free(s);
+}
+
+bool ql_store_upgraded_from(const ql_store_t *s, uint64_t *major, uint64_t *minor) {
+    *major = s->upgraded_major;
+    *minor = s->upgraded_minor;
+    return s->upgraded_major != 0;
 }
 
 const char *ql_store_path(const ql_store_t *s) {

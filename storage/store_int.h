@@ -60,6 +60,7 @@ struct ql_store {
     uint16_t id_seq;
     ql_store_commit_hook commit_hook;
     void *commit_hook_arg;
+    uint64_t upgraded_major, upgraded_minor; /* the schema an open upgraded from, 0: none */
 };
 
 struct ql_txn {

@@ -304,6 +304,10 @@ Test(live_index, a_schema_1_store_is_upgraded_in_place_and_refused_read_only) {
 
     store = open_store(false, &err);
     cr_assert_not_null(store, "open: %s", err.msg);
+    uint64_t from_major = 0, from_minor = 9;
+    cr_assert(ql_store_upgraded_from(store, &from_major, &from_minor), "the open says it upgraded");
+    cr_assert_eq(from_major, 1);
+    cr_assert_eq(from_minor, 0);
     t = txn_begin(false);
     uint64_t major = 0;
     cr_assert_eq(ql_meta_get_u64(t, "schema_major", &major), 0);
@@ -317,6 +321,11 @@ Test(live_index, a_schema_1_store_is_upgraded_in_place_and_refused_read_only) {
     cr_assert(ql_id_eq(&s.ids[0], &a.id));
     ql_txn_abort(t);
     assert_fsck_clean();
+    ql_store_close(store);
+    store = open_store(false, &err);
+    cr_assert_not_null(store, "reopen: %s", err.msg);
+    cr_assert_not(ql_store_upgraded_from(store, &from_major, &from_minor),
+                  "a current store is not upgraded again");
 }
 
 Test(live_index, fsck_reports_overlapping_live_jobs_of_one_model) {
