@@ -1,6 +1,8 @@
 /* Helpers for tests that drive a real libuv loop and real processes. */
 #include "tests/common/loop_util.h"
 
+#include <criterion/criterion.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
@@ -75,4 +77,18 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 
 void ql_test_rm_tree(const char *dir) {
     nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+void ql_test_write_with_dir(const char *path, const char *text, const char *dir) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "cannot write %s", path);
+    for (const char *p = text; *p; p++) {
+        if (strncmp(p, "@DIR@", 5) == 0) {
+            fputs(dir, f);
+            p += 4;
+        } else {
+            fputc(*p, f);
+        }
+    }
+    cr_assert_eq(fclose(f), 0, "cannot write %s", path);
 }

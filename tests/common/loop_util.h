@@ -24,5 +24,8 @@ bool ql_test_cond_group_gone(const void *arg);
 
 /* Removes dir and everything below it. */
 void ql_test_rm_tree(const char *dir);
+/* Writes text to path with every "@DIR@" replaced by dir (test templates that name the test's
+ * directory); asserts it worked. */
+void ql_test_write_with_dir(const char *path, const char *text, const char *dir);
 
 #endif

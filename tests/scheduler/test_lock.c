@@ -161,17 +161,7 @@ static void setup(void) {
     cr_assert_not_null(mkdtemp(w.dir));
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
-    FILE *f = fopen(w.templates, "w");
-    cr_assert_not_null(f);
-    for (const char *p = TEMPLATES; *p; p++) {
-        if (strncmp(p, "@DIR@", 5) == 0) {
-            fputs(w.dir, f);
-            p += 4;
-        } else {
-            fputc(*p, f);
-        }
-    }
-    fclose(f);
+    ql_test_write_with_dir(w.templates, TEMPLATES, w.dir);
     cr_assert_eq(uv_loop_init(&w.loop), 0);
     uv_timer_init(&w.loop, &w.tick);
     uv_timer_start(&w.tick, ql_test_tick_cb, 5, 5);

@@ -246,17 +246,7 @@ static void start_node(const char *templates, const char *const *settings) {
 
     char path[256];
     snprintf(path, sizeof path, "%s/jobs.yaml", w.dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    for (const char *p = templates; *p; p++) {
-        if (strncmp(p, "@DIR@", 5) == 0) {
-            fputs(w.dir, f);
-            p += 4;
-        } else {
-            fputc(*p, f);
-        }
-    }
-    fclose(f);
+    ql_test_write_with_dir(path, templates, w.dir);
 
     cr_assert_eq(ql_config_new(&w.cfg), 0);
     ql_err_t err = {0};

@@ -124,17 +124,7 @@ static void setup_with(const char *templates, const char *const *settings) {
     cr_assert_not_null(mkdtemp(w.dir));
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
-    FILE *f = fopen(w.templates, "w");
-    cr_assert_not_null(f);
-    for (const char *p = templates; *p; p++) {
-        if (strncmp(p, "@DIR@", 5) == 0) {
-            fputs(w.dir, f);
-            p += 4;
-        } else {
-            fputc(*p, f);
-        }
-    }
-    fclose(f);
+    ql_test_write_with_dir(w.templates, templates, w.dir);
 
     cr_assert_eq(ql_config_new(&w.cfg), 0);
     ql_err_t err = {0};
