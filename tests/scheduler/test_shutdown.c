@@ -20,6 +20,7 @@
 #include "scheduler/ql_submit.h"
 
 #include "tests/common/loop_util.h"
+#include "tests/common/node_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -55,7 +56,6 @@ static struct {
     int n_lines;
     ql_config_t *cfg;
     ql_node_t *node;
-    bool stopped;
     ql_id_t model;
 } w;
 
@@ -90,27 +90,14 @@ static bool cond_file(const void *arg) {
 static void start(void) {
     ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
     ql_err_t err = {0};
-    w.stopped = false;
     cr_assert_eq(ql_node_start(&no, &w.node, &err), 0, "%s", err.msg);
     cr_assert(ql_node_is_master(w.node));
-}
-
-static void node_stopped(void *arg) {
-    (void)arg;
-    w.stopped = true;
-}
-
-static bool cond_stopped(const void *arg) {
-    (void)arg;
-    return w.stopped;
 }
 
 /* Asks the node to stop and waits for it; returns how long the stop took (ms). */
 static int64_t stop(int64_t deadline_ms) {
     int64_t t0 = ql_test_mono_ms();
-    ql_node_stop(w.node, node_stopped, NULL);
-    cr_assert(ql_test_drive_until(&w.loop, cond_stopped, NULL, deadline_ms),
-              "the node did not stop within %lld ms", (long long)deadline_ms);
+    ql_test_node_stop(&w.loop, w.node, deadline_ms);
     w.node = NULL;
     return ql_test_mono_ms() - t0;
 }
@@ -176,37 +163,8 @@ static void teardown(void) {
 
 /* ---- jobs ---- */
 
-typedef struct sub {
-    ql_submit_op_t op; /* first: the writer hands this pointer back */
-    bool done;
-    int status;
-} sub_t;
-
-static void sub_done(void *arg, int status, const ql_err_t *err) {
-    (void)err;
-    sub_t *s = arg;
-    s->done = true;
-    s->status = status;
-    ql_node_kick(w.node);
-}
-
-static bool cond_sub(const void *arg) {
-    return ((const sub_t *)arg)->done;
-}
-
 static ql_id_t submit(void) {
-    sub_t s = {.op = {.kind = QL_SUBMIT_BUILD,
-                      .templates = ql_node_templates(w.node),
-                      .model = w.model,
-                      .start = BASE,
-                      .end = BASE + DAY,
-                      .priority = 3,
-                      .submitter = "ADMIN",
-                      .now = BASE + 1}};
-    cr_assert_eq(ql_writer_submit(ql_node_writer(w.node), ql_submit_fn, &s.op, sub_done), 0);
-    cr_assert(ql_test_drive_until(&w.loop, cond_sub, &s, DEADLINE_MS), "no acknowledgement");
-    cr_assert_eq(s.status, 0);
-    return s.op.job;
+    return ql_test_node_build(&w.loop, w.node, &w.model, BASE, BASE + DAY, BASE + 1, DEADLINE_MS);
 }
 
 /* What the store holds, read through the node's store while it runs, or through a read-only

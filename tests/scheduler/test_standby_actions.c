@@ -16,6 +16,7 @@
 
 #include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
+#include "tests/common/node_util.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -59,7 +60,6 @@ static struct {
     ql_log_t log;
     ql_config_t *cfg;
     ql_node_t *b;
-    bool b_stopped;
     ql_test_driver_t a; /* server A: node_driver in its own process */
     ql_id_t model;
 } w;
@@ -157,21 +157,9 @@ static void setup(void) {
     cr_assert(ql_test_drive_until(&w.loop, cond_model, NULL, DEADLINE_MS));
 }
 
-static void b_stopped(void *arg) {
-    (void)arg;
-    w.b_stopped = true;
-}
-
-static bool cond_b_stopped(const void *arg) {
-    (void)arg;
-    return w.b_stopped;
-}
-
 static void teardown(void) {
-    if (w.b) {
-        ql_node_stop(w.b, b_stopped, NULL);
-        cr_assert(ql_test_drive_until(&w.loop, cond_b_stopped, NULL, DEADLINE_MS));
-    }
+    if (w.b)
+        ql_test_node_stop(&w.loop, w.b, DEADLINE_MS);
     ql_test_driver_reap(&w.a, true, DEADLINE_MS);
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
@@ -182,36 +170,8 @@ static void teardown(void) {
 
 /* ---- jobs, through B ---- */
 
-typedef struct sub {
-    ql_submit_op_t op; /* first: the writer hands this pointer back */
-    bool done;
-    int status;
-} sub_t;
-
-static void sub_done(void *arg, int status, const ql_err_t *err) {
-    (void)err;
-    sub_t *s = arg;
-    s->done = true;
-    s->status = status;
-}
-
-static bool cond_sub(const void *arg) {
-    return ((const sub_t *)arg)->done;
-}
-
 static ql_id_t submit_b_model(const ql_id_t *model) {
-    sub_t s = {.op = {.kind = QL_SUBMIT_BUILD,
-                      .templates = ql_node_templates(w.b),
-                      .model = *model,
-                      .start = BASE,
-                      .end = BASE + DAY,
-                      .priority = 3,
-                      .submitter = "ADMIN",
-                      .now = BASE + 1}};
-    cr_assert_eq(ql_writer_submit(ql_node_writer(w.b), ql_submit_fn, &s.op, sub_done), 0);
-    cr_assert(ql_test_drive_until(&w.loop, cond_sub, &s, DEADLINE_MS));
-    cr_assert_eq(s.status, 0);
-    return s.op.job;
+    return ql_test_node_build(&w.loop, w.b, model, BASE, BASE + DAY, BASE + 1, DEADLINE_MS);
 }
 
 static ql_id_t submit_b(void) {

@@ -1,0 +1,54 @@
+/* See node_util.h. */
+#include "tests/common/node_util.h"
+
+#include "scheduler/ql_submit.h"
+#include "tests/common/loop_util.h"
+
+#include <criterion/criterion.h>
+
+typedef struct {
+    ql_submit_op_t op; /* first: the writer hands this pointer back */
+    bool done;
+    int status;
+    ql_err_t err;
+} build_t;
+
+static void build_done(void *arg, int status, const ql_err_t *err) {
+    build_t *b = arg;
+    b->done = true;
+    b->status = status;
+    b->err = *err;
+}
+
+static bool cond_flag(const void *arg) {
+    return *(const bool *)arg;
+}
+
+ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *model, int64_t start,
+                           int64_t end, int64_t now, int64_t deadline_ms) {
+    build_t b = {.op = {.kind = QL_SUBMIT_BUILD,
+                        .templates = ql_node_templates(node),
+                        .model = *model,
+                        .start = start,
+                        .end = end,
+                        .priority = 3,
+                        .submitter = "ADMIN",
+                        .now = now}};
+    cr_assert_eq(ql_writer_submit(ql_node_writer(node), ql_submit_fn, &b.op, build_done), 0);
+    cr_assert(ql_test_drive_until(loop, cond_flag, &b.done, deadline_ms), "no acknowledgement");
+    if (b.status)
+        cr_assert_fail("the build was refused: %s", b.err.msg);
+    ql_node_kick(node); /* what every submitter does once its job is durable */
+    return b.op.job;
+}
+
+static void set_flag(void *arg) {
+    *(bool *)arg = true;
+}
+
+void ql_test_node_stop(uv_loop_t *loop, ql_node_t *node, int64_t deadline_ms) {
+    bool stopped = false;
+    ql_node_stop(node, set_flag, &stopped);
+    cr_assert(ql_test_drive_until(loop, cond_flag, &stopped, deadline_ms),
+              "the node did not stop within %lld ms", (long long)deadline_ms);
+}

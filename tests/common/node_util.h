@@ -1,0 +1,19 @@
+/* Helpers for tests that run a ql_node in the test's own process on a real loop. */
+#ifndef QL_TEST_NODE_UTIL_H
+#define QL_TEST_NODE_UTIL_H
+
+#include "scheduler/ql_node.h"
+
+#include <stdint.h>
+#include <uv.h>
+
+/* Submits an INC_BUILD of [start, end) of model through node's writer (the one submission
+ * path, submitter ADMIN, created at now), drives loop until it is acknowledged and asserts it
+ * was accepted (within deadline_ms), then kicks the node's fetcher, as every submitter does.
+ * Returns the job's id. */
+ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *model, int64_t start,
+                           int64_t end, int64_t now, int64_t deadline_ms);
+/* Stops node and drives loop until it has stopped (asserted within deadline_ms). */
+void ql_test_node_stop(uv_loop_t *loop, ql_node_t *node, int64_t deadline_ms);
+
+#endif
