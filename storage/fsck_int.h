@@ -23,13 +23,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Key layouts repeated from store_jobs.c / store_segments.c (documented in store_int.h). */
+/* Key lengths of store_segments.c and of the steps (documented in store_int.h; the job index
+ * keys come from store_int.h itself). */
 #define SEG_KEY_LEN 41
-#define STATE_KEY_LEN 26
-#define LIVE_KEY_LEN QL_LIVE_KEY_LEN
-#define LIVE_VAL_LEN QL_LIVE_VAL_LEN
-#define MODEL_KEY_LEN 40
-#define RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
 #define STEP_KEY_LEN 20
 
 /* ---- per-project tallies (models and jobs by state), a small open-addressing table ---- */

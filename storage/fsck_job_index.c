@@ -7,44 +7,18 @@
  */
 #include "storage/fsck_int.h"
 
-static void job_state_key(uint8_t *k, const ql_job_t *j) {
-    k[0] = (uint8_t)j->state;
-    k[1] = (uint8_t)j->priority;
-    ql_put_key_i64(k + 2, j->create_time);
-    memcpy(k + 10, j->id.b, 16);
-}
-
-static size_t job_recent_key(uint8_t *k, const char *project, const ql_job_t *j) {
-    size_t pl = strlen(project);
-    memcpy(k, project, pl);
-    k[pl] = '\0';
-    ql_put_key_i64(k + pl + 1, j->modify_time);
-    memcpy(k + pl + 9, j->id.b, 16);
-    return pl + 25;
-}
-
-static void job_live_key(uint8_t *k, uint8_t *v, const ql_job_t *j) {
-    ql_job_live_entry(k, v, j);
-}
-
-static void job_model_key(uint8_t *k, const ql_job_t *j) {
-    memcpy(k, j->model.b, 16);
-    ql_put_key_i64(k + 16, j->create_time);
-    memcpy(k + 24, j->id.b, 16);
-}
-
 void ql_fsck_job_indexes(ql_fsck_t *f, const ql_job_t *j, const char *id) {
-    uint8_t k[RECENT_KEY_MAX], lv[LIVE_VAL_LEN];
+    uint8_t k[QL_JOB_RECENT_KEY_MAX], lv[QL_LIVE_VAL_LEN];
     MDB_val v;
-    job_state_key(k, j);
-    if (!exists(f, DB_JOB_STATES, k, STATE_KEY_LEN, NULL))
+    ql_job_state_key(k, j);
+    if (!exists(f, DB_JOB_STATES, k, QL_JOB_STATE_KEY_LEN, NULL))
         VIOLATION(f, "job %s: no job_states entry for (%s, priority %d, created %lld)", id,
                   ql_state_name(j->state), j->priority, (long long)j->create_time);
     else
         f->found_state++;
     const char *projects[2] = {j->project, ""};
     for (int i = 0; i < 2; i++) {
-        size_t kl = job_recent_key(k, projects[i], j);
+        size_t kl = ql_job_recent_key(k, projects[i], j);
         if (!exists(f, DB_JOB_RECENT, k, kl, &v))
             VIOLATION(f, "job %s: no job_recent entry under %s%s%s for modify time %lld", id,
                       i ? "" : "project '", i ? "all projects" : j->project, i ? "" : "'",
@@ -57,13 +31,13 @@ void ql_fsck_job_indexes(ql_fsck_t *f, const ql_job_t *j, const char *id) {
     }
     if (ql_id_is_zero(&j->model))
         return;
-    job_model_key(k, j);
-    if (!exists(f, DB_JOB_MODELS, k, MODEL_KEY_LEN, NULL))
+    ql_job_model_key(k, j);
+    if (!exists(f, DB_JOB_MODELS, k, QL_JOB_MODEL_KEY_LEN, NULL))
         VIOLATION(f, "job %s: no job_models entry", id);
     else
         f->found_models++;
-    job_live_key(k, lv, j);
-    bool found = exists(f, DB_JOB_LIVE, k, LIVE_KEY_LEN, &v);
+    ql_job_live_entry(k, lv, j);
+    bool found = exists(f, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN, &v);
     if (ql_state_is_final(j->state)) {
         if (found)
             VIOLATION(f, "job %s: %s, yet listed in job_live", id, ql_state_name(j->state));
@@ -71,7 +45,7 @@ void ql_fsck_job_indexes(ql_fsck_t *f, const ql_job_t *j, const char *id) {
     }
     if (!found)
         VIOLATION(f, "job %s: %s, yet missing from job_live", id, ql_state_name(j->state));
-    else if (v.mv_size != LIVE_VAL_LEN || memcmp(v.mv_data, lv, LIVE_VAL_LEN) != 0)
+    else if (v.mv_size != QL_LIVE_VAL_LEN || memcmp(v.mv_data, lv, QL_LIVE_VAL_LEN) != 0)
         VIOLATION(f, "job %s: job_live entry does not match the record (state or range)", id);
     else
         f->found_live++;
@@ -83,23 +57,23 @@ typedef size_t (*expect_fn)(const ql_job_t *j, int which, uint8_t *k, size_t *kl
 
 static size_t expect_state(const ql_job_t *j, int which, uint8_t *k, size_t *klen) {
     (void)which;
-    job_state_key(k, j);
-    *klen = STATE_KEY_LEN;
+    ql_job_state_key(k, j);
+    *klen = QL_JOB_STATE_KEY_LEN;
     return 1;
 }
 
 static size_t expect_recent(const ql_job_t *j, int which, uint8_t *k, size_t *klen) {
-    *klen = job_recent_key(k, which ? "" : j->project, j);
+    *klen = ql_job_recent_key(k, which ? "" : j->project, j);
     return 2;
 }
 
 static size_t expect_live(const ql_job_t *j, int which, uint8_t *k, size_t *klen) {
-    uint8_t v[LIVE_VAL_LEN];
+    uint8_t v[QL_LIVE_VAL_LEN];
     (void)which;
     if (ql_id_is_zero(&j->model) || ql_state_is_final(j->state))
         return 0;
-    job_live_key(k, v, j);
-    *klen = LIVE_KEY_LEN;
+    ql_job_live_entry(k, v, j);
+    *klen = QL_LIVE_KEY_LEN;
     return 1;
 }
 
@@ -107,8 +81,8 @@ static size_t expect_model(const ql_job_t *j, int which, uint8_t *k, size_t *kle
     (void)which;
     if (ql_id_is_zero(&j->model))
         return 0;
-    job_model_key(k, j);
-    *klen = MODEL_KEY_LEN;
+    ql_job_model_key(k, j);
+    *klen = QL_JOB_MODEL_KEY_LEN;
     return 1;
 }
 
@@ -135,7 +109,7 @@ static int find_stale(ql_fsck_t *f, int db, const char *name, expect_fn expect) 
             ql_job_t j;
             if (ql_job_get(f->txn, &jid, 0, &j) == 0) {
                 if ((unsigned)j.state < QL_JOB_STATE_COUNT) {
-                    uint8_t ek[RECENT_KEY_MAX];
+                    uint8_t ek[QL_JOB_RECENT_KEY_MAX];
                     size_t el = 0;
                     for (int w = 0; !ok && (size_t)w < expect(&j, w, ek, &el); w++)
                         ok = el == k.mv_size && memcmp(ek, kp, el) == 0;
@@ -191,7 +165,7 @@ int ql_fsck_live_disjoint(ql_fsck_t *f) {
     uint8_t model[16] = {0}, widest[16] = {0};
     int64_t max_end = INT64_MIN;
     for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
-        if (k.mv_size != LIVE_KEY_LEN || v.mv_size != LIVE_VAL_LEN)
+        if (k.mv_size != QL_LIVE_KEY_LEN || v.mv_size != QL_LIVE_VAL_LEN)
             continue; /* reported by the index checks */
         const uint8_t *kp = k.mv_data, *vp = v.mv_data;
         if (memcmp(kp, model, 16) != 0) {

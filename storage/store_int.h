@@ -73,8 +73,16 @@ struct ql_txn {
     ql_buf_t buf;      /* encode scratch */
 };
 
+/* The job index keys (layouts above), shared by the store and fsck so the two cannot drift. */
+#define QL_JOB_STATE_KEY_LEN 26
+#define QL_JOB_MODEL_KEY_LEN 40
+#define QL_JOB_RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
 #define QL_LIVE_KEY_LEN 40
 #define QL_LIVE_VAL_LEN 18
+void ql_job_state_key(uint8_t k[QL_JOB_STATE_KEY_LEN], const ql_job_t *j);
+void ql_job_model_key(uint8_t k[QL_JOB_MODEL_KEY_LEN], const ql_job_t *j);
+/* job_recent's key of j in project's list ("" for every project's); returns its length. */
+size_t ql_job_recent_key(uint8_t k[QL_JOB_RECENT_KEY_MAX], const char *project, const ql_job_t *j);
 /* A job's job_live entry (meaningful for a non-final job of a model). */
 void ql_job_live_entry(uint8_t k[QL_LIVE_KEY_LEN], uint8_t v[QL_LIVE_VAL_LEN], const ql_job_t *j);
 /* Rewrites the job_live keys of a schema-1 store in the schema-2 layout. */

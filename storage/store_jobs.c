@@ -4,12 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STATE_KEY_LEN 26
-#define MODEL_KEY_LEN 40
-#define RECENT_KEY_MAX (QL_NAME_MAX + 1 + 8 + 16)
 #define STEP_KEY_LEN 20
 
-static void state_key(uint8_t *k, const ql_job_t *j) {
+void ql_job_state_key(uint8_t k[QL_JOB_STATE_KEY_LEN], const ql_job_t *j) {
     k[0] = (uint8_t)j->state;
     k[1] = (uint8_t)j->priority;
     ql_put_key_i64(k + 2, j->create_time);
@@ -26,13 +23,13 @@ void ql_job_live_entry(uint8_t k[QL_LIVE_KEY_LEN], uint8_t v[QL_LIVE_VAL_LEN], c
     ql_put_key_i64(v + 10, j->range_end);
 }
 
-static void model_key(uint8_t *k, const ql_job_t *j) {
+void ql_job_model_key(uint8_t k[QL_JOB_MODEL_KEY_LEN], const ql_job_t *j) {
     memcpy(k, j->model.b, 16);
     ql_put_key_i64(k + 16, j->create_time);
     memcpy(k + 24, j->id.b, 16);
 }
 
-static size_t recent_key(uint8_t *k, const char *project, const ql_job_t *j) {
+size_t ql_job_recent_key(uint8_t k[QL_JOB_RECENT_KEY_MAX], const char *project, const ql_job_t *j) {
     size_t pl = strlen(project);
     memcpy(k, project, pl);
     k[pl] = '\0';
@@ -77,26 +74,27 @@ int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) 
  * entry and counters. old and j have the same project and model (ql_job_put checks).
  */
 static int index_job(ql_txn_t *txn, const ql_job_t *old, const ql_job_t *j) {
-    uint8_t ok[RECENT_KEY_MAX], nk[RECENT_KEY_MAX], ov[QL_LIVE_VAL_LEN], nv[QL_LIVE_VAL_LEN];
+    uint8_t ok[QL_JOB_RECENT_KEY_MAX], nk[QL_JOB_RECENT_KEY_MAX], ov[QL_LIVE_VAL_LEN],
+        nv[QL_LIVE_VAL_LEN];
     int rc;
-    state_key(nk, j);
+    ql_job_state_key(nk, j);
     bool same = false;
     if (old) {
-        state_key(ok, old);
-        same = memcmp(ok, nk, STATE_KEY_LEN) == 0;
-        if (!same && (rc = ql_db_del(txn, DB_JOB_STATES, ok, STATE_KEY_LEN)))
+        ql_job_state_key(ok, old);
+        same = memcmp(ok, nk, QL_JOB_STATE_KEY_LEN) == 0;
+        if (!same && (rc = ql_db_del(txn, DB_JOB_STATES, ok, QL_JOB_STATE_KEY_LEN)))
             return rc;
     }
-    if (!same && (rc = ql_db_put(txn, DB_JOB_STATES, nk, STATE_KEY_LEN, "", 0)))
+    if (!same && (rc = ql_db_put(txn, DB_JOB_STATES, nk, QL_JOB_STATE_KEY_LEN, "", 0)))
         return rc;
 
     /* job_recent: the project's list and every project's (under ""); the value is the state. */
     uint8_t state = (uint8_t)j->state;
     for (int every = 0; every < 2; every++) {
         const char *project = every ? "" : j->project;
-        size_t nl = recent_key(nk, project, j);
+        size_t nl = ql_job_recent_key(nk, project, j);
         if (old) {
-            size_t ol = recent_key(ok, project, old);
+            size_t ol = ql_job_recent_key(ok, project, old);
             bool same_key = ol == nl && memcmp(ok, nk, nl) == 0;
             if (same_key && old->state == j->state)
                 continue;
@@ -123,8 +121,8 @@ static int index_job(ql_txn_t *txn, const ql_job_t *old, const ql_job_t *j) {
             (rc = ql_db_put(txn, DB_JOB_LIVE, nk, QL_LIVE_KEY_LEN, nv, QL_LIVE_VAL_LEN)))
             return rc;
         if (!old) {
-            model_key(nk, j);
-            if ((rc = ql_db_put(txn, DB_JOB_MODELS, nk, MODEL_KEY_LEN, "", 0)))
+            ql_job_model_key(nk, j);
+            if ((rc = ql_db_put(txn, DB_JOB_MODELS, nk, QL_JOB_MODEL_KEY_LEN, "", 0)))
                 return rc;
         }
     }
@@ -172,7 +170,7 @@ int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_c
     uint8_t first = (uint8_t)state;
     MDB_val k = ql_val(&first, 1), v;
     int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (mrc == 0 && k.mv_size == STATE_KEY_LEN && ((uint8_t *)k.mv_data)[0] == first) {
+    while (mrc == 0 && k.mv_size == QL_JOB_STATE_KEY_LEN && ((uint8_t *)k.mv_data)[0] == first) {
         const uint8_t *p = k.mv_data;
         ql_id_t id;
         memcpy(id.b, p + 10, 16);
@@ -215,7 +213,7 @@ int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void
         return rc;
     MDB_val k = ql_val(model->b, 16), v;
     int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-    while (mrc == 0 && k.mv_size == MODEL_KEY_LEN && memcmp(k.mv_data, model->b, 16) == 0) {
+    while (mrc == 0 && k.mv_size == QL_JOB_MODEL_KEY_LEN && memcmp(k.mv_data, model->b, 16) == 0) {
         ql_id_t id;
         memcpy(id.b, (uint8_t *)k.mv_data + 24, 16);
         ql_job_t j;
