@@ -42,6 +42,7 @@ typedef struct {
     uint64_t jobs;
     double seconds;
     uint64_t queries;
+    uint64_t tx_models;
     bool keep;
     bool phase[3];
 } opts_t;
@@ -196,14 +197,15 @@ static int phase_txrate(bench_t *b) {
     ql_store_t *store;
     if (open_store(dir, &store))
         return 1;
-    /* Builds rotate over many models so no model collects an unrealistic number of live jobs
-     * (the job-conflict check walks a model's live jobs). */
-    enum { MODELS = 1000 };
-    ql_id_t *models = calloc(MODELS, sizeof *models);
-    if (!models || create_models(store, models, MODELS))
+    /* Builds rotate over the models, as daily builds of many models do; fewer models put the
+     * records of one commit on fewer pages (see --tx-models). */
+    const uint64_t n_models = b->o.tx_models;
+    ql_id_t *models = calloc(n_models, sizeof *models);
+    if (!models || create_models(store, models, n_models))
         return 1;
-    printf("(a) durable submissions: create NEW segment + INC_BUILD job (2 steps), %.1f s each\n",
-           b->o.seconds);
+    printf("(a) durable submissions: create NEW segment + INC_BUILD job (2 steps), %.1f s each, "
+           "builds rotating over %llu models\n",
+           b->o.seconds, (unsigned long long)n_models);
     printf("%8s  %-22s %12s %12s %14s\n", "threads", "mode", "builds/s", "commits/s",
            "builds/commit");
     static const int thread_counts[3] = {1, 8, 64};
@@ -211,7 +213,7 @@ static int phase_txrate(bench_t *b) {
     for (int ti = 0; ti < 3; ti++) {
         for (int mode = 0; mode < 2; mode++) {
             int nt = thread_counts[ti];
-            txrun_t r = {.store = store, .models = models, .n_models = MODELS};
+            txrun_t r = {.store = store, .models = models, .n_models = n_models};
             atomic_store(&r.next, atomic_load(&next));
             ql_writer_stats_t before = {0}, after = {0};
             if (mode == 0) {
@@ -526,7 +528,7 @@ static int phase_open(bench_t *b) {
 static void usage(FILE *out, const char *name) {
     fprintf(out,
             "usage: %s [--dir DIR] [--models N] [--segments-per-model N] [--jobs N]\n"
-            "       [--seconds S] [--queries N] [--only tx,overlap,open] [--keep]\n"
+            "       [--seconds S] [--tx-models N] [--queries N] [--only tx,overlap,open] [--keep]\n"
             "\n"
             "  --dir DIR               parent of the benchmark's stores (default /tmp); the\n"
             "                          full-size run needs about 6 GiB there\n"
@@ -534,6 +536,7 @@ static void usage(FILE *out, const char *name) {
             "  --segments-per-model N  segments per model (default 100)\n"
             "  --jobs N                jobs of the open phase (default 1000000)\n"
             "  --seconds S             duration of each submission measurement (default 3)\n"
+            "  --tx-models N           models the submissions rotate over (default 1000)\n"
             "  --queries N             overlap queries (default 100000)\n"
             "  --only LIST             phases to run (default all)\n"
             "  --keep                  keep the stores\n",
@@ -557,6 +560,7 @@ static int parse(int argc, char **argv, opts_t *o) {
                   .jobs = 1000000,
                   .seconds = 3,
                   .queries = 100000,
+                  .tx_models = 1000,
                   .phase = {true, true, true}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -577,6 +581,8 @@ static int parse(int argc, char **argv, opts_t *o) {
             ok = parse_u64(v, &o->segs_per_model);
         } else if (!strcmp(a, "--jobs")) {
             ok = parse_u64(v, &o->jobs) && o->jobs >= 20;
+        } else if (!strcmp(a, "--tx-models")) {
+            ok = parse_u64(v, &o->tx_models);
         } else if (!strcmp(a, "--queries")) {
             ok = parse_u64(v, &o->queries);
         } else if (!strcmp(a, "--seconds")) {

@@ -160,8 +160,9 @@ Test(bench, help_lists_every_benchmark) {
 Test(bench, store_tiny) {
     run_t r;
     RUN(&r, "bench", "store", "--dir", g_dir, "--models", "10", "--segments-per-model", "3",
-        "--jobs", "20", "--seconds", "0.05", "--queries", "20");
+        "--jobs", "20", "--seconds", "0.05", "--queries", "20", "--tx-models", "3");
     EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "builds rotating over 3 models");
     EXPECT_IN(r.out, "builds/s");
     EXPECT_IN(r.out, "group commit (writer)");
     EXPECT_IN(r.out, "txn per submission");
@@ -224,6 +225,7 @@ Test(bench, unknown_benchmark_exits_2) {
 Test(bench, bad_options_exit_2) {
     static const char *const cases[][3] = {
         {"store", "--models", "many"},
+        {"store", "--tx-models", "0"},
         {"dispatch", "--scans", "-1"},
         {"jobs", "--nosuch", "1"},
     };
