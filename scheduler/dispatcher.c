@@ -103,6 +103,7 @@ struct ql_dispatcher {
     int64_t scan_started_mono;
     int64_t scan_started_us;
     size_t pending;
+    bool freed; /* ql_dispatcher_free ran while submissions were pending: the last answer frees */
     void (*scan_done)(void *arg);
     void *scan_done_arg;
     ql_timer_t timer;
@@ -407,10 +408,20 @@ static void record(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now
     }
 }
 
+static void release(ql_dispatcher_t *d);
+
 static void submit_done(void *arg, int status, const ql_err_t *err) {
     /* arg is &p->op: the mutation (ql_submit_fn) reads it as its ql_submit_op_t. */
     pending_t *p = (pending_t *)(void *)((char *)arg - offsetof(pending_t, op));
     ql_dispatcher_t *d = p->d;
+    if (d->freed) {
+        /* The owner is gone (a server stopping mid-scan): the job, if committed, stays for the
+         * scheduler's recovery; nobody is left to tell. */
+        free(p);
+        if (--d->pending == 0)
+            release(d);
+        return;
+    }
     drec_t *r = &d->decisions[p->decision];
     const mentry_t *m = r->mentry != UINT32_MAX ? &d->models[r->mentry] : NULL;
     if (status == 0) {
@@ -741,8 +752,7 @@ int ql_dispatcher_new(const ql_dispatcher_opts_t *opts, ql_dispatcher_t **out) {
     return 0;
 }
 
-static void free_dispatcher(ql_timer_t *t) {
-    ql_dispatcher_t *d = (ql_dispatcher_t *)(void *)((char *)t - offsetof(ql_dispatcher_t, timer));
+static void release(ql_dispatcher_t *d) {
     for (size_t i = 0; i < d->n_decisions; i++)
         free(d->decisions[i].msg);
     ql_submit_cache_free(d->formats);
@@ -754,6 +764,17 @@ static void free_dispatcher(ql_timer_t *t) {
     ql_cycle_cache_free(d->cache);
     ql_tzcache_free(d->tzcache);
     free(d);
+}
+
+/* The timer is closed. Submissions still in the writer answer later (ql_writer_complete, or
+ * ql_writer_free at the latest) and hold pointers into d, so the last of them frees it. */
+static void free_dispatcher(ql_timer_t *t) {
+    ql_dispatcher_t *d = (ql_dispatcher_t *)(void *)((char *)t - offsetof(ql_dispatcher_t, timer));
+    if (d->pending) {
+        d->freed = true;
+        return;
+    }
+    release(d);
 }
 
 void ql_dispatcher_free(ql_dispatcher_t *d) {

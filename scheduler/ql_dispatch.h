@@ -128,7 +128,8 @@ typedef struct ql_dispatcher_opts {
 } ql_dispatcher_opts_t;
 
 int ql_dispatcher_new(const ql_dispatcher_opts_t *opts, ql_dispatcher_t **out);
-/* Stops the timer and frees; pending submissions must have been answered (stop first). */
+/* Stops the timer and frees. Submissions still in the writer may answer later (the writer's
+ * ql_writer_complete or ql_writer_free): their answers are dropped and the last frees d. */
 void ql_dispatcher_free(ql_dispatcher_t *d);
 
 /* Starts the fixed-delay timer: a scan now (at the next loop turn), then one `interval` after

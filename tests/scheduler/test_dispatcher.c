@@ -647,6 +647,21 @@ Test(dispatcher, guard_with_manual_writer) {
     EXPECT_STATE(&model, QL_CYCLE_IN_PROGRESS);
 }
 
+/* A server stopping mid-scan frees its dispatcher while the submission is still in the writer:
+ * the answer that comes later must not touch freed memory (AddressSanitizer checks), and the
+ * submission itself still commits. */
+Test(dispatcher, free_with_a_submission_in_the_writer) {
+    ql_dispatcher_opts_t o = default_opts();
+    o.manual_flush = false;
+    make(&o);
+    cr_assert_eq(ql_dispatcher_scan(disp, NULL, NULL), 0);
+    cr_assert(ql_dispatcher_scanning(disp));
+    ql_dispatcher_free(disp);
+    disp = NULL;
+    cr_assert_eq(ql_writer_flush(writer), 1);
+    cr_assert_eq(jobs_of(&model)->n, 1);
+}
+
 Test(dispatcher, guard_with_threaded_writer) {
     ql_writer_free(writer);
     writer_threaded();
