@@ -629,6 +629,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         p->op.priority = QL_PRIORITY_DEFAULT;
         p->op.submitter = "System";
         p->op.now = now;
+        p->op.fence = d->opts.fence;
         r->evaluated_at = now;
         d->pending++;
         if (ql_writer_submit(d->opts.writer, ql_submit_fn, &p->op, submit_done)) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct {
@@ -21,20 +22,11 @@ static int raise_epoch(ql_store_t *store, uint64_t *out) {
     int rc = ql_txn_begin(store, true, &txn);
     if (rc)
         return rc;
-    uint64_t epoch = 0;
-    rc = ql_meta_get_u64(txn, "job_engine_epoch", &epoch);
-    if (rc && rc != QL_ENOTFOUND) {
+    if ((rc = ql_fence_raise(txn, out))) {
         ql_txn_abort(txn);
         return rc;
     }
-    if ((rc = ql_meta_put_u64(txn, "job_engine_epoch", epoch + 1))) {
-        ql_txn_abort(txn);
-        return rc;
-    }
-    rc = ql_txn_commit(txn);
-    if (!rc)
-        *out = epoch + 1;
-    return rc;
+    return ql_txn_commit(txn);
 }
 
 static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t cap) {
@@ -81,6 +73,18 @@ static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_
     return 0;
 }
 
+/* flock(2) holds the open file, not the path: if <data>/job_engine.lock was removed or
+ * replaced, another server can lock a new file there, so the holding is over. */
+static bool file_still_held(ql_lock_t *base) {
+    file_lock_t *l = (file_lock_t *)base;
+    if (!base->held)
+        return false;
+    struct stat by_fd, by_path;
+    if (fstat(l->fd, &by_fd) != 0 || stat(l->path, &by_path) != 0)
+        return false;
+    return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+}
+
 static void file_release(ql_lock_t *base) {
     file_lock_t *l = (file_lock_t *)base;
     if (!base->held)
@@ -104,6 +108,7 @@ static void file_free(ql_lock_t *base) {
 
 static const ql_lock_ops_t file_ops = {
     .try_acquire = file_try_acquire,
+    .still_held = file_still_held,
     .release = file_release,
     .free = file_free,
 };

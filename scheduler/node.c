@@ -27,6 +27,8 @@ struct ql_node {
     char exec_helper[PATH_MAX];
     char log_dir[PATH_MAX];
     bool stopping;
+    bool demoting; /* the lock is lost: the scheduler is stopping, then back to standby */
+    bool fenced;   /* the scheduler saw a change refused by fencing */
     int closing;
     void (*stop_done)(void *);
     void *stop_arg;
@@ -75,6 +77,16 @@ static void find_exec_helper(ql_node_t *n) {
     snprintf(n->exec_helper, sizeof n->exec_helper, "qilin-exec");
 }
 
+static void lock_timer_cb(ql_timer_t *t, void *arg);
+
+/* From a write's answer: run the lock check at the next loop turn, not inside the answer. */
+static void on_fenced(void *arg) {
+    ql_node_t *n = arg;
+    n->fenced = true;
+    if (!n->stopping && !n->demoting)
+        ql_timer_start(&n->standby_timer, 0, lock_timer_cb, n);
+}
+
 static int start_scheduling(ql_node_t *n, ql_err_t *err) {
     const ql_config_t *c = n->cfg;
     const char *tz = ql_config_get_str(c, "kylin.web.timezone");
@@ -94,6 +106,8 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .log_dir = n->log_dir,
         .default_timezone = tz,
         .fence = n->lock->fence,
+        .on_fenced = on_fenced,
+        .hook_arg = n,
     };
     int rc = ql_sched_new(&so, &n->sched);
     if (rc)
@@ -113,6 +127,7 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .master_arg = n,
         .on_submitted = on_submitted,
         .hook_arg = n,
+        .fence = n->lock->fence,
     };
     if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
         return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
@@ -145,15 +160,79 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
     return 0;
 }
 
-static void standby_cb(ql_timer_t *t, void *arg) {
+/* Why the master's holding is over, or NULL while it lasts: the lock itself (its file replaced),
+ * or the store's epoch moved past our token (another server took the lock). */
+static const char *holding_lost(ql_node_t *n, char *buf, size_t cap) {
+    if (n->fenced)
+        return "a change was refused by fencing (another server took the lock)";
+    if (!ql_lock_still_held(n->lock))
+        return "the lock file was removed or replaced";
+    ql_txn_t *txn;
+    uint64_t epoch = 0;
+    if (ql_txn_begin(n->store, false, &txn) == 0) {
+        int rc = ql_fence_current(txn, &epoch);
+        ql_txn_abort(txn);
+        if (rc == 0 && epoch != n->lock->fence) {
+            snprintf(buf, cap, "the fencing epoch is now %llu, this server's token is %llu",
+                     (unsigned long long)epoch, (unsigned long long)n->lock->fence);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void sched_demoted(void *arg);
+static void close_handles(ql_node_t *n);
+
+/* The lock is lost while scheduling: stop the dispatcher and the scheduler (running steps are
+ * stopped; their writes are refused by fencing, and the new holder resumes the jobs), release
+ * what is left of the lock and go back to standby. */
+static void demote(ql_node_t *n, const char *why) {
+    n->demoting = true;
+    ql_log(n->opts.log, QL_LOG_ERROR, "node",
+           "lost the job engine lock fence=%llu reason=\"%s\": stopping the scheduler and the "
+           "dispatcher; running steps are stopped and the lock's new holder resumes their jobs; "
+           "this server goes back to standby",
+           (unsigned long long)n->lock->fence, why);
+    ql_dispatcher_free(n->dispatcher);
+    n->dispatcher = NULL;
+    ql_sched_stop(n->sched, true, 0, sched_demoted, n);
+}
+
+static void sched_demoted(void *arg) {
     ql_node_t *n = arg;
-    if (n->stopping || n->sched)
+    ql_sched_free(n->sched);
+    n->sched = NULL;
+    ql_lock_release(n->lock);
+    n->demoting = false;
+    n->fenced = false;
+    n->holder[0] = '\0';
+    if (n->stopping) {
+        close_handles(n);
         return;
-    ql_err_t err = {0};
-    if (try_lock(n, &err))
-        ql_log(n->opts.log, QL_LOG_ERROR, "node", "%s", err.msg);
-    if (!n->sched && !n->stopping)
-        ql_timer_start(t, STANDBY_POLL_MS, standby_cb, n);
+    }
+    ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, lock_timer_cb, n);
+}
+
+/* Every STANDBY_POLL_MS: a standby tries the lock; the master checks it still holds it. */
+static void lock_timer_cb(ql_timer_t *t, void *arg) {
+    ql_node_t *n = arg;
+    if (n->stopping || n->demoting)
+        return;
+    if (n->sched) {
+        char buf[160];
+        const char *why = holding_lost(n, buf, sizeof buf);
+        if (why) {
+            demote(n, why);
+            return;
+        }
+    } else {
+        ql_err_t err = {0};
+        if (try_lock(n, &err))
+            ql_log(n->opts.log, QL_LOG_ERROR, "node", "%s", err.msg);
+    }
+    if (!n->stopping)
+        ql_timer_start(t, STANDBY_POLL_MS, lock_timer_cb, n);
 }
 
 static int load_templates(ql_node_t *n, ql_err_t *err) {
@@ -264,11 +343,9 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     }
     if ((rc = try_lock(n, err)))
         goto fail;
-    if (!n->sched) {
-        ql_timer_init(n->clock, &n->standby_timer);
-        n->standby_init = true;
-        ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, standby_cb, n);
-    }
+    ql_timer_init(n->clock, &n->standby_timer);
+    n->standby_init = true;
+    ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, lock_timer_cb, n);
     *out = n;
     return 0;
 fail:
@@ -301,6 +378,8 @@ void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
     n->stop_done = done;
     n->stop_arg = arg;
     ql_log(n->opts.log, QL_LOG_INFO, "node", "stopping");
+    if (n->demoting)
+        return; /* the scheduler is already stopping: sched_demoted closes the rest */
     if (n->dispatcher) {
         ql_dispatcher_free(n->dispatcher);
         n->dispatcher = NULL;
@@ -341,7 +420,7 @@ ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
     return n->dispatcher;
 }
 bool ql_node_is_master(const ql_node_t *n) {
-    return n->sched != NULL && !n->stopping;
+    return n->sched != NULL && !n->stopping && !n->demoting;
 }
 const char *ql_node_lock_holder(const ql_node_t *n) {
     return n->holder;

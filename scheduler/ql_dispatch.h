@@ -117,6 +117,7 @@ typedef struct ql_dispatcher_opts {
     bool manual_flush;            /* the writer is in manual mode: flush it after submitting */
     bool (*is_master)(void *arg); /* NULL: always master */
     void *master_arg;
+    uint64_t fence; /* the job engine lock's fencing token, carried by every submission */
     /* Called for each job the dispatcher created (e.g. to kick the fetcher). */
     void (*on_submitted)(void *arg, const ql_id_t *job);
     /* Fault injection (simulator): returns nonzero to fail this submission as transient. */

@@ -23,6 +23,9 @@ typedef struct ql_lock_ops {
     /* Tries once, without blocking. *acquired tells; when not, holder (cap bytes) says who
      * holds it, e.g. "pid 4242 on host db1 since 2026-09-01T10:00:00Z". */
     int (*try_acquire)(ql_lock_t *lock, bool *acquired, char *holder, size_t cap);
+    /* Whether a holding is still in force as far as the lock itself can tell (the file lock:
+     * its file is still the one at the path). The fencing epoch is checked separately. */
+    bool (*still_held)(ql_lock_t *lock);
     void (*release)(ql_lock_t *lock);
     void (*free)(ql_lock_t *lock);
 } ql_lock_ops_t;
@@ -39,6 +42,9 @@ int ql_lock_file_new(const char *dir, ql_store_t *store, ql_lock_t **out);
 
 static inline int ql_lock_try_acquire(ql_lock_t *l, bool *acquired, char *holder, size_t cap) {
     return l->ops->try_acquire(l, acquired, holder, cap);
+}
+static inline bool ql_lock_still_held(ql_lock_t *l) {
+    return l->ops->still_held(l);
 }
 static inline void ql_lock_release(ql_lock_t *l) {
     l->ops->release(l);

@@ -51,9 +51,14 @@ typedef struct ql_sched_opts {
     const char *default_timezone;    /* kylin.web.timezone of the server, NULL: UTC */
     bool virtual_steps;              /* simulator: steps take their sim_duration */
     bool allow_shell;                /* simulator: shell steps may "run" (they succeed) */
-    uint64_t fence;                  /* fencing token written into every job it moves */
+    uint64_t fence; /* fencing token: written into every job it moves, and every change it makes
+                     * is refused (QL_EFENCED) once the store's epoch moved past it; 0: none */
     /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */
     void (*on_job_end)(void *arg, const ql_id_t *job, ql_state_t state);
+    /* Called once, from a write's answer, when a change was refused by fencing (another server
+     * took the job engine lock). Fetching has stopped; the owner should stop the scheduler
+     * (not from inside this call). */
+    void (*on_fenced)(void *arg);
     void *hook_arg;
 } ql_sched_opts_t;
 

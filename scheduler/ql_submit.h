@@ -32,7 +32,7 @@ typedef struct ql_submit_op {
     int priority;
     const char *submitter;
     int64_t now;
-    uint64_t fence;
+    uint64_t fence; /* the dispatcher's fencing token (refused once the lock moved on); 0: none */
     /* out */
     ql_id_t job;
     ql_id_t segment;

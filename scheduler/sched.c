@@ -158,6 +158,31 @@ static void log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const cha
     ql_log(s->opts.log, lvl, "scheduler", "%s job=%s project=%s", msg, id, r->project);
 }
 
+/* ---- fencing ---- */
+
+/* Every change the scheduler makes on the strength of the job engine lock starts with this,
+ * inside its own transaction (cluster.md, Fencing). */
+static int check_fence(ql_txn_t *txn, const ql_sched_t *s, ql_err_t *err) {
+    return ql_fence_check(txn, s->opts.fence, err);
+}
+
+/* Whether status is a change refused by fencing. The first one stops fetching and tells the
+ * owner; the refused change is dropped (the new holder recovers the job from the store). */
+static bool fenced_out(ql_sched_t *s, int status, const ql_err_t *err) {
+    if (status != QL_EFENCED)
+        return false;
+    if (!s->fenced) {
+        s->fenced = true;
+        ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
+               "lost the job engine lock fence=%llu reason=\"%s\"; fetching stopped",
+               (unsigned long long)s->opts.fence, err && err->msg[0] ? err->msg : "fenced");
+        ql_sched_pause_fetching(s);
+        if (s->opts.on_fenced)
+            s->opts.on_fenced(s->opts.hook_arg);
+    }
+    return true;
+}
+
 /* ---- batches: several runs' mutations in one ---- */
 
 /*
@@ -318,7 +343,10 @@ static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_sched_t *s = r->s;
     int64_t now = r->now;
     ql_job_t job;
-    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    int rc = check_fence(txn, s, err);
+    if (rc)
+        return rc;
+    rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
     if (rc == QL_ENOTFOUND) {
         r->result = RESULT_STALE;
         return 0;
@@ -388,6 +416,10 @@ static void pick_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     r->refs--;
+    if (fenced_out(s, status, err)) {
+        run_drop(r); /* not started: the job stays READY for the lock's new holder */
+        return;
+    }
     if (status) {
         log_job(s, QL_LOG_ERROR, r, "cannot start the job: %s", err->msg);
         run_drop(r);
@@ -659,7 +691,11 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     /* Inputs first, outputs anew: this may be a second run (see end_seq). */
     r->seq = r->end_seq;
     r->attempt = r->end_attempt;
-    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    r->result = RESULT_STALE;
+    int rc = check_fence(txn, s, err);
+    if (rc)
+        return rc;
+    rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
     if (rc) {
         r->result = RESULT_STALE;
         return rc == QL_ENOTFOUND ? 0 : rc;
@@ -728,8 +764,11 @@ static int retry_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_job_t job;
     r->seq = r->end_seq;
     r->attempt = r->end_attempt;
-    int rc = ql_job_get(txn, &r->job, 0, &job);
     r->result = RESULT_STALE;
+    int rc = check_fence(txn, r->s, err);
+    if (rc)
+        return rc;
+    rc = ql_job_get(txn, &r->job, 0, &job);
     if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
     ql_state_t state = job.state;
@@ -781,6 +820,12 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
     r->refs--;
     free(r->output);
     r->output = NULL;
+    if (fenced_out(s, status, err)) {
+        /* Not recorded: the lock's new holder recovered the job and runs this step again. */
+        log_job(s, QL_LOG_WARN, r, "step end not recorded step=%02u reason=\"fenced\"", r->seq);
+        run_drop(r);
+        return;
+    }
     if (status) {
         log_job(s, QL_LOG_ERROR, r, "cannot record the step's end: %s", err->msg);
         run_drop(r);
@@ -1102,6 +1147,9 @@ static void kill_pgid(int pgid, void *arg) {
 
 static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     recover_t *r = arg;
+    int rc = check_fence(txn, r->s, err);
+    if (rc)
+        return rc;
     return ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), kill_pgid, r, &r->n, err);
 }
 
@@ -1170,7 +1218,10 @@ static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
     r->interrupted = false;
     ql_job_t job;
-    int rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    int rc = check_fence(txn, r->s, err);
+    if (rc)
+        return rc;
+    rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
     if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
     if (job.state == QL_RUNNING) {
@@ -1199,7 +1250,12 @@ static void interrupt_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     r->refs--;
-    if (status)
+    if (fenced_out(s, status, err))
+        log_job(s, QL_LOG_INFO, r,
+                "step stopped step=%02u reason=\"the job engine lock is lost: its new holder "
+                "resumes the job\"",
+                r->seq);
+    else if (status)
         log_job(s, QL_LOG_ERROR, r, "cannot put the job back to READY: %s", err->msg);
     else if (r->interrupted && s->grace_expired)
         log_job(s, QL_LOG_INFO, r,

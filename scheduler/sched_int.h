@@ -74,6 +74,7 @@ struct ql_sched {
     size_t n_buckets;
     bool fetching;
     bool stopping;
+    bool fenced; /* a change was refused by fencing: the lock is lost, on_fenced was called */
     bool grace_expired; /* a `wait` shutdown ran out of its grace and paused what ran */
     int64_t stop_grace_ms;
     void (*stop_done)(void *arg);

@@ -193,13 +193,16 @@ typedef struct {
     ql_id_t job;
     uint32_t seq, attempt;
     int pgid;
+    uint64_t fence;
 } pgid_note_t;
 
 static int pgid_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
-    (void)err;
     pgid_note_t *n = arg;
     ql_step_t st;
-    int rc = ql_step_get(txn, &n->job, n->seq, &st);
+    int rc = ql_fence_check(txn, n->fence, err);
+    if (rc)
+        return rc;
+    rc = ql_step_get(txn, &n->job, n->seq, &st);
     if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
     if (st.state == QL_RUNNING && st.attempts == n->attempt) {
@@ -293,6 +296,7 @@ void ql_sched_spawn_shell(run_t *r) {
     pgid_note_t *n = malloc(sizeof *n);
     if (n) {
         n->job = r->job;
+        n->fence = s->opts.fence;
         n->seq = r->seq;
         n->attempt = r->attempt;
         n->pgid = (int)ql_proc_pgid(r->proc);

@@ -8,7 +8,10 @@
 int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_submit_op_t *op = arg;
     ql_model_t m;
-    int rc = ql_model_get(txn, &op->model, 0, &m);
+    int rc = ql_fence_check(txn, op->fence, err);
+    if (rc)
+        return rc;
+    rc = ql_model_get(txn, &op->model, 0, &m);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "model not found");
     if (rc)

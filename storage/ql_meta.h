@@ -105,4 +105,19 @@ int ql_meta_apply_job_outcome(ql_txn_t *txn, const ql_job_t *job, ql_state_t fin
  * whose target is gone becomes SUICIDAL. */
 int ql_meta_job_target_exists(ql_txn_t *txn, const ql_job_t *job, bool *exists);
 
+/*
+ * Fencing (cluster.md): each acquisition of the job engine lock raises an epoch kept in the
+ * store (meta "job_engine_epoch"), and the holder writes that epoch, its fencing token, with
+ * every change it makes on the strength of the lock. The check runs inside the change's own
+ * write transaction, so a holder that lost the lock (another server took it and raised the
+ * epoch) has the change refused, never applied.
+ */
+/* Raises the epoch by one; *epoch gets the new value (the new holder's token). */
+int ql_fence_raise(ql_txn_t *txn, uint64_t *epoch);
+/* The current epoch, 0 when no lock was ever taken. */
+int ql_fence_current(ql_txn_t *txn, uint64_t *epoch);
+/* 0 when token is the current epoch (or token is 0: a change not made under the lock);
+ * QL_EFENCED, with a message naming both, when another holding began since. */
+int ql_fence_check(ql_txn_t *txn, uint64_t token, ql_err_t *err);
+
 #endif

@@ -354,3 +354,54 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
     cr_assert_lt(rec, sched);
     (void)a_pid;
 }
+
+/* Whether A's log (its stderr file) holds the text arg. */
+static bool cond_a_logged(const void *arg) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/a.err", w.dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, arg) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B locks a
+ * new file there and raises the fencing epoch. A must notice (its lock check, within a second),
+ * stop scheduling, and have its step stopped; B recovers the job and runs it. A stays up as a
+ * standby. (cluster.md, Fencing: a stale holder's writes are refused, and no two servers run
+ * the same job at once.) */
+Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
+    create_marker_model();
+    uint64_t a_epoch = epoch();
+    ql_id_t job = submit_b(&w.marker_model, 0);
+    pgid_wait_t pw = {job, 0};
+    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
+              "A never started the step");
+    cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
+
+    char lock_path[160];
+    snprintf(lock_path, sizeof lock_path, "%s/job_engine.lock", w.data);
+    cr_assert_eq(unlink(lock_path), 0);
+    cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
+              "B did not take the new lock file within 3 s");
+    cr_assert_eq(epoch(), a_epoch + 1, "B's holding raised the epoch");
+    cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "lost the job engine lock", 3000),
+              "A did not step down");
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
+              "A's step (process group %d) still runs", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
+              "B did not finish the job");
+    assert_ran_on(&job, (long)getpid());
+    ql_job_t j = get_job(&job);
+    cr_assert_eq(j.fence, a_epoch + 1, "the job's last moves were B's");
+    ql_job_free(&j);
+    cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "standby: the job engine lock is held by",
+                                  3000),
+              "A went back to standby");
+    cr_assert_not(w.a.exited, "A stays up");
+}

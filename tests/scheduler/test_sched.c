@@ -1055,3 +1055,125 @@ Test(virtual_clock, a_stop_waits_for_the_actions_in_flight) {
     ql_txn_abort(t);
     vsched_close(&v);
 }
+
+/* ---- fencing (cluster.md): a scheduler whose lock moved on changes nothing ---- */
+
+static int n_fenced;
+
+static void count_fenced(void *arg) {
+    (void)arg;
+    n_fenced++;
+}
+
+/* Raises the store's fencing epoch, as a new lock holder does; returns the new epoch. */
+static uint64_t raise_epoch(vsched_t *v) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v->store, true, &t), 0);
+    uint64_t e = 0;
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    return e;
+}
+
+static ql_job_t vsched_job(vsched_t *v, const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v->store, false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
+    ql_txn_abort(t);
+    return j;
+}
+
+static const char fence_yaml[] = "templates:\n"
+                                 "  INC_BUILD:\n"
+                                 "    steps:\n"
+                                 "      - {name: build, kind: sleep, duration: 5m}\n"
+                                 "      - {name: publish, kind: noop}\n";
+
+Test(virtual_clock, a_scheduler_whose_lock_moved_on_picks_nothing) {
+    vsched_t v;
+    n_fenced = 0;
+    ql_sched_opts_t extra = {.fence = 1, .on_fenced = count_fenced};
+    vsched_open(&v, fence_yaml, &extra);
+    cr_assert_eq(raise_epoch(&v), 1, "this scheduler's holding");
+    ql_id_t job = vsched_build(&v);
+    cr_assert_eq(raise_epoch(&v), 2, "another server took the lock");
+    ql_sched_start(v.sched);
+    ql_sched_kick(v.sched);
+    for (int i = 0; i < 70; i++)
+        ql_vclock_run_for(vclock, 1000, true);
+    ql_job_t j = vsched_job(&v, &job);
+    cr_assert_eq(j.state, QL_READY, "the pick was refused: the job waits for the new holder");
+    cr_assert_eq(j.fence, 0);
+    ql_job_free(&j);
+    cr_assert_eq(n_fenced, 1, "the owner is told once");
+    cr_assert_not(ql_sched_is_fetching(v.sched), "fetching stopped");
+    vsched_close(&v);
+}
+
+Test(virtual_clock, a_step_end_after_the_lock_moved_on_is_not_recorded) {
+    vsched_t v;
+    n_fenced = 0;
+    ql_sched_opts_t extra = {.fence = 1, .on_fenced = count_fenced};
+    vsched_open(&v, fence_yaml, &extra);
+    cr_assert_eq(raise_epoch(&v), 1);
+    ql_id_t job = vsched_build(&v);
+    ql_sched_start(v.sched);
+    ql_sched_kick(v.sched);
+    ql_vclock_run_for(vclock, 1000, true);
+    ql_job_t j = vsched_job(&v, &job);
+    cr_assert_eq(j.state, QL_RUNNING, "picked under epoch 1");
+    cr_assert_eq(j.fence, 1);
+    ql_job_free(&j);
+
+    cr_assert_eq(raise_epoch(&v), 2);
+    for (int i = 0; i < 400; i++)
+        ql_vclock_run_for(vclock, 1000, true);
+    /* The 5 min step ended on this scheduler, but its end (and the next step's start) was
+     * refused: the store still shows the step RUNNING, for the new holder's recovery. */
+    j = vsched_job(&v, &job);
+    cr_assert_eq(j.state, QL_RUNNING);
+    cr_assert_eq(j.fence, 1, "nothing written under the stale token");
+    ql_job_free(&j);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v.store, false, &t), 0);
+    ql_step_t st;
+    cr_assert_eq(ql_step_get(t, &job, 0, &st), 0);
+    cr_assert_eq(st.state, QL_RUNNING);
+    ql_step_free(&st);
+    cr_assert_eq(ql_step_get(t, &job, 1, &st), 0);
+    cr_assert_eq(st.state, QL_READY, "the next step never started");
+    ql_step_free(&st);
+    ql_txn_abort(t);
+    cr_assert_eq(n_fenced, 1);
+    vsched_close(&v);
+}
+
+Test(virtual_clock, a_dispatcher_submission_under_an_old_token_is_refused_and_writes_nothing) {
+    vsched_t v;
+    ql_sched_opts_t extra = {0};
+    vsched_open(&v, fence_yaml, &extra);
+    raise_epoch(&v);
+    raise_epoch(&v);
+    ql_submit_op_t op = {.kind = QL_SUBMIT_BUILD,
+                         .templates = v.tpl,
+                         .model = v.model,
+                         .start = BASE,
+                         .end = BASE + DAY,
+                         .priority = 3,
+                         .submitter = "System",
+                         .now = BASE,
+                         .fence = 1};
+    ql_err_t err = {0};
+    cr_assert_eq(ql_writer_call(v.writer, ql_submit_fn, &op, &err), QL_EFENCED);
+    cr_assert(strstr(err.msg, "fenced"), "%s", err.msg);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(v.store, false, &t), 0);
+    uint64_t segments = 99;
+    cr_assert_eq(ql_segment_count(t, &v.model, &segments), 0);
+    cr_assert_eq(segments, 0, "no segment was written");
+    ql_txn_abort(t);
+    op.fence = 2; /* the current holder's token */
+    cr_assert_eq(ql_writer_call(v.writer, ql_submit_fn, &op, &err), 0, "%s", err.msg);
+    vsched_close(&v);
+}

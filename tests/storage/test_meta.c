@@ -760,3 +760,38 @@ Test(meta, duplicates_and_missing_parents) {
     ok(&job); /* an ad-hoc job without a range */
     assert_fsck_clean();
 }
+
+/* ---- fencing tokens (cluster.md, Fencing) ---- */
+
+Test(meta, fencing_epoch_starts_at_zero_and_each_raise_adds_one) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    uint64_t e = 99;
+    cr_assert_eq(ql_fence_current(t, &e), 0);
+    cr_assert_eq(e, 0, "no lock was ever taken");
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(e, 1);
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(e, 2);
+    cr_assert_eq(ql_fence_current(t, &e), 0);
+    cr_assert_eq(e, 2);
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
+
+Test(meta, fencing_check_passes_the_current_token_and_refuses_an_old_one) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    ql_err_t err = {0};
+    cr_assert_eq(ql_fence_check(t, 0, &err), 0, "a change not made under the lock");
+    uint64_t e;
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(ql_fence_check(t, 1, &err), 0, "the holder's own token");
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(ql_fence_check(t, 1, &err), QL_EFENCED);
+    cr_assert_eq(err.code, QL_EFENCED);
+    cr_assert(strstr(err.msg, "fencing token 1") && strstr(err.msg, "epoch is now 2"), "%s",
+              err.msg);
+    cr_assert_eq(ql_fence_check(t, 3, &err), QL_EFENCED, "a token from no holding at all");
+    cr_assert_eq(ql_fence_check(t, 2, &err), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
