@@ -140,6 +140,132 @@ Test(server, a_query_server_serves_reads_and_refuses_writes) {
     qd_stop_ok(&Q, 20000);
 }
 
+/* Every write route of a query server: its answer is 503 QL-00020 naming the mode, and it
+ * changes nothing. The bodies are valid ones, which a job server would accept. */
+Test(server, a_query_server_refuses_every_write_route_and_serves_job_reads) {
+    qd_init(&Q);
+    qd_start(&Q, NULL);
+    make_model(&Q, "p1", "m1", NULL);
+    char job[2][64];
+    for (int i = 0; i < 2; i++) {
+        snprintf(job[i], sizeof job[i], "%s",
+                 build(&Q, "p1", "m1", D0 + i * DAY, D0 + (i + 1) * DAY));
+        wait_job_state(&Q, "p1", job[i], "SUCCEED", 20000);
+    }
+    json_t *segs = api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL);
+    char s0[64], s1[64];
+    snprintf(s0, sizeof s0, "%s", jstr(json_array_get(json_object_get(segs, "value"), 0), "id"));
+    snprintf(s1, sizeof s1, "%s", jstr(json_array_get(json_object_get(segs, "value"), 1), "id"));
+    json_decref(segs);
+    qd_stop_ok(&Q, 20000);
+
+    const char *args[] = {"--set", "kylin.server.mode=query", NULL};
+    qd_start(&Q, args);
+    char refresh[256], merge[256], del[256], action[256];
+    snprintf(refresh, sizeof refresh, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\"]}",
+             s0);
+    snprintf(merge, sizeof merge, "{\"project\":\"p1\",\"type\":\"MERGE\",\"ids\":[\"%s\",\"%s\"]}",
+             s0, s1);
+    snprintf(del, sizeof del, "/kylin/api/models/m1/segments?project=p1&ids=%s", s0);
+    snprintf(action, sizeof action,
+             "{\"project\":\"p1\",\"job_ids\":[\"%s\"],\"action\":\"RESTART\"}", job[0]);
+    const struct {
+        const char *method, *path, *body, *route;
+    } writes[] = {
+        {"POST", "/kylin/api/projects", "{\"name\":\"p2\"}", "projects.create"},
+        {"PUT", "/kylin/api/projects/p1/config", "{\"kylin.web.timezone\":\"UTC\"}",
+         "projects.config"},
+        {"PUT", "/kylin/api/projects/p1/segment_config", "{\"auto_segment_build_enabled\":true}",
+         "projects.segment_config"},
+        {"POST", "/kylin/api/models", "{\"project\":\"p1\",\"name\":\"m2\"}", "models.create"},
+        {"PUT", "/kylin/api/models/m1/segment_config",
+         "{\"project\":\"p1\",\"auto_segment_build\":{\"enabled\":true,\"trigger_time\":"
+         "\"01:00:00\",\"logical_date_offset_days\":1,\"data_range_start_time\":\"00:00:00\","
+         "\"data_range_end_time\":\"24:00:00\"}}",
+         "models.segment_config"},
+        {"PUT", "/kylin/api/models/m1/status", "{\"project\":\"p1\",\"status\":\"OFFLINE\"}",
+         "models.status"},
+        {"POST", "/kylin/api/models/m1/segments",
+         "{\"project\":\"p1\",\"start\":1788307200000,\"end\":1788393600000}", "segments.build"},
+        {"PUT", "/kylin/api/models/m1/segments", refresh, "segments.merge_refresh"},
+        {"PUT", "/kylin/api/models/m1/segments", merge, "segments.merge_refresh"},
+        {"DELETE", del, NULL, "segments.delete"},
+        {"PUT", "/kylin/api/jobs/status", action, "jobs.status"},
+        {"POST", "/kylin/api/jobs",
+         "{\"project\":\"p1\",\"type\":\"NAP\",\"steps\":[{\"name\":\"n\",\"kind\":\"noop\"}]}",
+         "jobs.submit"},
+    };
+    size_t n_writes = sizeof writes / sizeof writes[0];
+    for (size_t i = 0; i < n_writes; i++)
+        api_err(&Q, writes[i].method, writes[i].path, writes[i].body, 503, "QL-00020",
+                "mode 'query'");
+
+    /* Nothing changed. */
+    json_t *d = api_ok(&Q, "GET", "/kylin/api/projects", NULL);
+    cr_assert_eq(jint(d, "total_size"), 1);
+    json_t *p = json_array_get(json_object_get(d, "value"), 0);
+    cr_assert(json_is_false(json_object_get(p, "auto_segment_build_enabled")));
+    cr_assert_eq(json_object_size(json_object_get(p, "override_kylin_properties")), 0);
+    json_decref(d);
+    d = api_ok(&Q, "GET", "/kylin/api/models?project=p1", NULL);
+    cr_assert_eq(jint(d, "total_size"), 1);
+    json_t *m = json_array_get(json_object_get(d, "value"), 0);
+    cr_assert_str_eq(jstr(m, "status"), "ONLINE");
+    cr_assert(
+        json_is_null(json_object_get(json_object_get(m, "segment_config"), "auto_segment_build")));
+    json_decref(d);
+    segs = api_ok(&Q, "GET", "/kylin/api/models/m1/segments?project=p1", NULL);
+    cr_assert_eq(jint(segs, "total_size"), 2);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(segs, "value"), 0), "id"), s0);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(segs, "value"), 0), "status"), "READY");
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(segs, "value"), 1), "id"), s1);
+    json_decref(segs);
+    d = api_ok(&Q, "GET", "/kylin/api/jobs", NULL);
+    cr_assert_eq(jint(d, "total_size"), 2);
+    json_decref(d);
+    json_t *j = find_job(&Q, "p1", job[0]);
+    cr_assert_str_eq(jstr(j, "job_status"), "FINISHED");
+    json_decref(j);
+
+    /* Job detail and step output. */
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/detail?project=p1", job[0]);
+    json_t *steps = api_ok(&Q, "GET", path, NULL);
+    cr_assert_gt(json_array_size(steps), 1);
+    for (size_t i = 0; i < json_array_size(steps); i++)
+        cr_assert_str_eq(jstr(json_array_get(steps, i), "step_status"), "FINISHED");
+    json_decref(steps);
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/steps/%s_01/output?project=p1", job[0], job[0]);
+    json_t *out = api_ok(&Q, "GET", path, NULL);
+    cr_assert_str_eq(jstr(out, "job_id"), job[0]);
+    cr_assert(strstr(jstr(out, "cmd_output"), "building m1 segment"), "%s",
+              jstr(out, "cmd_output"));
+    json_decref(out);
+
+    /* /metrics: the store's jobs, no scheduler, and every refusal counted under its route. */
+    resp_t r = http_req(&Q, "GET", "/metrics", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    cr_assert(strncmp(r.ctype, "text/plain", 10) == 0, "%s", r.ctype);
+    static const char *const want[] = {
+        "qilin_jobs{state=\"SUCCEED\"} 2\n",
+        "qilin_scheduler_master 0\n",
+        "qilin_dispatcher_active 0\n",
+        "qilin_api_requests_total{route=\"segments.merge_refresh\",status=\"503\"} 2\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(r.body, want[i]))
+            cr_assert_fail("/metrics lacks '%s':\n%s", want[i], r.body);
+    for (size_t i = 0; i < n_writes; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "qilin_api_requests_total{route=\"%s\",status=\"503\"} ",
+                 writes[i].route);
+        if (!strstr(r.body, line))
+            cr_assert_fail("/metrics lacks '%s':\n%s", line, r.body);
+    }
+    resp_free(&r);
+    qd_stop_ok(&Q, 20000);
+}
+
 Test(server, a_job_server_serves_every_endpoint) {
     qd_init(&Q);
     const char *args[] = {"--set", "kylin.server.mode=job", NULL};
