@@ -1,9 +1,13 @@
 /*
  * The REST API end to end: every endpoint of spec/rest-api.md against the real qilind on
  * 127.0.0.1 (port 0, read back from its "listening on" line), with a fresh data directory per
- * test and libcurl as the client. Waiting is polling with a deadline.
+ * test and libcurl as the client. Waiting is polling with a deadline. The time_filter test
+ * writes old jobs straight into the store of the stopped server (the server's clock is the real
+ * one), then starts it again.
  */
 #include "rest_util.h"
+
+#include "engine/engine.h"
 
 static qd_t Q;
 
@@ -87,6 +91,12 @@ static void restart_with(const char *const *extra) {
     qd_stop_ok(&Q, 20000);
     qd_cleanup(&Q);
     start_with(extra);
+}
+
+/* Starts the server again on the data of the one setup() started (after qd_stop_ok). */
+static void start_again(void) {
+    const char *args[] = {"--config", g_config_arg, "--set", g_templates_arg, NULL};
+    qd_start(&Q, args);
 }
 
 static void teardown(void) {
@@ -516,6 +526,144 @@ Test(rest, merge_refresh_and_delete) {
             "ids[0]");
 }
 
+Test(rest, a_build_of_a_full_load_model_is_refused_with_ql_00013) {
+    json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}"));
+    json_decref(api_ok(&Q, "POST", "/kylin/api/models", "{\"project\":\"p1\",\"name\":\"full\"}"));
+    char body[256];
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"start\":%lld,\"end\":%lld}", D0, D0 + DAY);
+    api_err(&Q, "POST", "/kylin/api/models/full/segments", body, 400, "QL-00013",
+            "full-load model");
+    /* Without a range too: the model is checked before the range. */
+    api_err(&Q, "POST", "/kylin/api/models/full/segments", "{\"project\":\"p1\"}", 400, "QL-00013",
+            "full-load model");
+    json_t *segs = api_ok(&Q, "GET", "/kylin/api/models/full/segments?project=p1", NULL);
+    cr_assert_eq(jint(segs, "total_size"), 0, "a refused build leaves no segment");
+    json_decref(segs);
+    json_t *d = api_ok(&Q, "GET", "/kylin/api/jobs?project=p1", NULL);
+    cr_assert_eq(jint(d, "total_size"), 0, "a refused build leaves no job");
+    json_decref(d);
+}
+
+/* The ids of the model's segments in (start, end) order into ids (at most n); returns how many
+ * there are (total_size). */
+static size_t segment_ids(const char *model, char (*ids)[64], size_t n) {
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/models/%s/segments?project=p1&page_size=100", model);
+    json_t *segs = api_ok(&Q, "GET", path, NULL);
+    size_t total = (size_t)jint(segs, "total_size");
+    for (size_t i = 0; i < n && i < json_array_size(json_object_get(segs, "value")); i++)
+        snprintf(ids[i], 64, "%s", jstr(json_array_get(json_object_get(segs, "value"), i), "id"));
+    json_decref(segs);
+    return total;
+}
+
+static json_int_t jobs_total(const char *query) {
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs?%s", query);
+    json_t *d = api_ok(&Q, "GET", path, NULL);
+    json_int_t n = jint(d, "total_size");
+    json_decref(d);
+    return n;
+}
+
+Test(rest, a_refresh_of_several_segments_creates_one_job_per_id_or_none) {
+    make_model(&Q, "p1", "m1", NULL);
+    for (int i = 0; i < 3; i++) {
+        char job[64];
+        snprintf(job, sizeof job, "%s", build(&Q, "p1", "m1", D0 + i * DAY, D0 + (i + 1) * DAY));
+        wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+    }
+    char s[3][64];
+    cr_assert_eq(segment_ids("m1", s, 3), 3);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\",\"%s\",\"%s\"]}", s[0], s[1],
+             s[2]);
+    json_t *d = api_ok(&Q, "PUT", "/kylin/api/models/m1/segments", body);
+    json_t *jobs = json_object_get(d, "jobs");
+    cr_assert_eq(json_array_size(jobs), 3, "one job per id");
+    char rj[3][64];
+    for (size_t i = 0; i < 3; i++) {
+        cr_assert_str_eq(jstr(json_array_get(jobs, i), "job_name"), "INDEX_REFRESH");
+        snprintf(rj[i], sizeof rj[i], "%s", jstr(json_array_get(jobs, i), "job_id"));
+    }
+    json_decref(d);
+    cr_assert_str_neq(rj[0], rj[1]);
+    cr_assert_str_neq(rj[1], rj[2]);
+    cr_assert_str_neq(rj[0], rj[2]);
+    /* The jobs are answered in the order of the ids: job i refreshes segment i. */
+    for (int i = 0; i < 3; i++) {
+        wait_job_state(&Q, "p1", rj[i], "SUCCEED", 20000);
+        json_t *j = find_job(&Q, "p1", rj[i]);
+        cr_assert_str_eq(jstr(j, "job_name"), "INDEX_REFRESH");
+        cr_assert_eq(jint(j, "data_range_start"), D0 + i * DAY);
+        cr_assert_eq(jint(j, "data_range_end"), D0 + (i + 1) * DAY);
+        json_decref(j);
+    }
+    char after[3][64];
+    cr_assert_eq(segment_ids("m1", after, 3), 3, "each refresh replaced its segment");
+    for (int i = 0; i < 3; i++)
+        cr_assert_str_neq(after[i], s[i]);
+    cr_assert_eq(jobs_total("project=p1"), 6);
+
+    /* All or none: a refresh whose last id cannot be refreshed creates no job for the ids
+     * before it (their jobs were made first, in the same transaction). m2's refreshes wait. */
+    make_model(&Q, "p1", "m2", "slow");
+    for (int i = 0; i < 2; i++) {
+        char job[64];
+        snprintf(job, sizeof job, "%s", build(&Q, "p1", "m2", D0 + i * DAY, D0 + (i + 1) * DAY));
+        wait_job_state(&Q, "p1", job, "SUCCEED", 20000);
+    }
+    char t[2][64];
+    cr_assert_eq(segment_ids("m2", t, 2), 2);
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\"]}", t[1]);
+    d = api_ok(&Q, "PUT", "/kylin/api/models/m2/segments", body);
+    char live[64];
+    snprintf(live, sizeof live, "%s",
+             jstr(json_array_get(json_object_get(d, "jobs"), 0), "job_id"));
+    json_decref(d);
+    wait_job_state(&Q, "p1", live, "RUNNING", 20000);
+    json_int_t before = jobs_total("project=p1");
+    cr_assert_eq(before, 9);
+    /* t[1] has a live refresh: a job conflict. */
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\",\"%s\"]}",
+             t[0], t[1]);
+    api_err(&Q, "PUT", "/kylin/api/models/m2/segments", body, 409, "KE-010032206", NULL);
+    /* A well-formed id of no segment of the model. */
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\",\"%s\"]}",
+             t[0], "00000000-0000-0000-0000-000000000009");
+    api_err(&Q, "PUT", "/kylin/api/models/m2/segments", body, 404, "QL-00001", NULL);
+    /* A segment of another model. */
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\",\"%s\"]}",
+             t[0], after[0]);
+    api_err(&Q, "PUT", "/kylin/api/models/m2/segments", body, 404, "QL-00001", NULL);
+    /* The NEW segment of the live refresh. */
+    json_t *news = api_ok(&Q, "GET", "/kylin/api/models/m2/segments?project=p1&status=NEW", NULL);
+    cr_assert_eq(jint(news, "total_size"), 1);
+    json_t *n0 = json_array_get(json_object_get(news, "value"), 0);
+    cr_assert_eq(jint(n0, "start"), D0 + DAY);
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\",\"%s\"]}",
+             t[0], jstr(n0, "id"));
+    json_decref(news);
+    api_err(&Q, "PUT", "/kylin/api/models/m2/segments", body, 409, "QL-00017", "NEW");
+    cr_assert_eq(jobs_total("project=p1"), before, "no job was created");
+    /* m2 still has its two segments and the NEW one of the live refresh, nothing for t[0]. */
+    char now[4][64];
+    cr_assert_eq(segment_ids("m2", now, 4), 3);
+    news = api_ok(&Q, "GET", "/kylin/api/models/m2/segments?project=p1&status=NEW", NULL);
+    cr_assert_eq(jint(news, "total_size"), 1);
+    json_decref(news);
+    /* t[0] alone can be refreshed: the refusals above were about the other id. */
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\"]}", t[0]);
+    d = api_ok(&Q, "PUT", "/kylin/api/models/m2/segments", body);
+    char live0[64];
+    snprintf(live0, sizeof live0, "%s",
+             jstr(json_array_get(json_object_get(d, "jobs"), 0), "job_id"));
+    json_decref(d);
+    action_p1(live, "DISCARD");
+    action_p1(live0, "DISCARD");
+}
+
 /* ---- jobs ---- */
 
 static const char *submit_adhoc(const char *body, const char *ctype) {
@@ -693,6 +841,161 @@ Test(rest, job_list_filters_sorting_and_paging) {
     api_err(&Q, "GET", "/kylin/api/jobs?project=nope", NULL, 404, "QL-00001", "nope");
 }
 
+Test(rest, a_failed_step_shows_its_failed_msg_in_the_job_detail) {
+    json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}"));
+    char job[64];
+    snprintf(job, sizeof job, "%s",
+             submit_adhoc("{\"project\":\"p1\",\"type\":\"BREAKS\",\"steps\":["
+                          "{\"name\":\"first\",\"kind\":\"noop\"},"
+                          "{\"name\":\"exits 3\",\"kind\":\"shell\",\"argv\":[\"/bin/sh\",\"-c\","
+                          "\"echo about to fail; exit 3\"]},"
+                          "{\"name\":\"never\",\"kind\":\"noop\"}]}",
+                          NULL));
+    wait_job_state(&Q, "p1", job, "ERROR", 20000);
+    json_t *j = find_job(&Q, "p1", job);
+    cr_assert_str_eq(jstr(j, "job_status"), "ERROR");
+    json_decref(j);
+    char path[256];
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/detail?project=p1", job);
+    json_t *steps = api_ok(&Q, "GET", path, NULL);
+    cr_assert_eq(json_array_size(steps), 3);
+    json_t *ok = json_array_get(steps, 0), *bad = json_array_get(steps, 1),
+           *next = json_array_get(steps, 2);
+    cr_assert_str_eq(jstr(ok, "step_status"), "FINISHED");
+    cr_assert(json_is_null(json_object_get(ok, "failed_msg")));
+    cr_assert_str_eq(jstr(bad, "step_status"), "ERROR");
+    cr_assert_str_eq(jstr(bad, "step_state"), "ERROR");
+    cr_assert_str_eq(jstr(bad, "failed_msg"), "exit code 3");
+    cr_assert_eq(jint(bad, "attempts"), 1);
+    cr_assert_gt(jint(bad, "exec_start_time"), 0);
+    cr_assert_geq(jint(bad, "exec_end_time"), jint(bad, "exec_start_time"));
+    cr_assert_str_eq(jstr(next, "step_status"), "PENDING", "the step after the failure never ran");
+    cr_assert(json_is_null(json_object_get(next, "failed_msg")));
+    json_decref(steps);
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/steps/%s_01/output?project=p1", job, job);
+    json_t *out = api_ok(&Q, "GET", path, NULL);
+    cr_assert(strstr(jstr(out, "cmd_output"), "about to fail"), "%s", jstr(out, "cmd_output"));
+    json_decref(out);
+
+    /* A step of kind fail: its message is the failed_msg. */
+    snprintf(job, sizeof job, "%s",
+             submit_adhoc("{\"project\":\"p1\",\"type\":\"BREAKS\",\"steps\":[{\"name\":\"f\","
+                          "\"kind\":\"fail\",\"message\":\"no data for the day\"}]}",
+                          NULL));
+    wait_job_state(&Q, "p1", job, "ERROR", 20000);
+    snprintf(path, sizeof path, "/kylin/api/jobs/%s/detail", job);
+    steps = api_ok(&Q, "GET", path, NULL);
+    cr_assert_str_eq(jstr(json_array_get(steps, 0), "failed_msg"), "no data for the day");
+    json_decref(steps);
+}
+
+static int64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Writes finished INC_BUILD jobs of model p1/m1 straight into the store of the stopped server,
+ * job i created ages[i] ms before now on [D0 + i days, D0 + i + 1 days), through the functions
+ * the server's writer uses (ql_meta_submit_build, ql_job_force_finish). The server takes its
+ * create times from the real clock, which a test cannot set: old jobs can only be written into
+ * the store. ids gets the job ids.
+ */
+static void store_old_builds(const int64_t *ages, size_t n, char (*ids)[64]) {
+    ql_err_t err = {0};
+    char path[400];
+    snprintf(path, sizeof path, "%s/jobs.yaml", Q.dir);
+    ql_templates_t *t;
+    int rc = ql_templates_load_file(path, &t, &err);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    ql_job_steps_t steps;
+    rc = ql_job_steps_from_template(t, NULL, "INC_BUILD", &steps, &err);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    ql_store_opts_t so = {.path = Q.data};
+    ql_store_t *store;
+    rc = ql_store_open(&so, &store, &err);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    ql_txn_t *txn;
+    cr_assert_eq(ql_txn_begin(store, true, &txn), 0);
+    ql_model_t m;
+    cr_assert_eq(ql_model_find(txn, "p1", "m1", 0, &m), 0);
+    int64_t now = wall_ms();
+    for (size_t i = 0; i < n; i++) {
+        ql_job_spec_t spec = {.priority = QL_PRIORITY_DEFAULT,
+                              .submitter = "ADMIN",
+                              .now = now - ages[i],
+                              .steps = steps.specs,
+                              .n_steps = steps.n};
+        ql_id_t job;
+        int64_t start = D0 + (int64_t)i * DAY;
+        rc = ql_meta_submit_build(txn, &m.id, start, start + DAY, &spec, &job, NULL, &err);
+        cr_assert_eq(rc, 0, "%s", err.msg);
+        rc = ql_job_force_finish(txn, &job, QL_SUCCEED, false, spec.now, &err);
+        cr_assert_eq(rc, 0, "%s", err.msg);
+        ql_id_format(&job, ids[i]);
+    }
+    ql_model_free(&m);
+    cr_assert_eq(ql_txn_commit(txn), 0);
+    ql_store_close(store);
+    ql_job_steps_free(&steps);
+    ql_templates_free(t);
+}
+
+static bool page_lists(const json_t *page, const char *id) {
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(page, "value"), i, j) {
+        if (strcmp(jstr(j, "id"), id) == 0)
+            return true;
+    }
+    return false;
+}
+
+Test(rest, job_list_time_filter_leaves_out_jobs_older_than_its_window) {
+    make_model(&Q, "p1", "m1", NULL);
+    qd_stop_ok(&Q, 20000);
+    /* Each age is well inside one window and outside the narrower ones. */
+    static const int64_t ages[] = {2 * 3600000LL, 3 * DAY, 20 * DAY, 200 * DAY, 500 * DAY};
+    enum { N_OLD = sizeof ages / sizeof ages[0] };
+    char ids[N_OLD][64];
+    store_old_builds(ages, N_OLD, ids);
+    start_again();
+    char fresh[64];
+    snprintf(fresh, sizeof fresh, "%s", build(&Q, "p1", "m1", D0 + 10 * DAY, D0 + 11 * DAY));
+    wait_job_state(&Q, "p1", fresh, "SUCCEED", 20000);
+    json_t *j = find_job(&Q, "p1", ids[4]);
+    cr_assert_not_null(j, "the job written into the store is listed");
+    cr_assert_lt(jint(j, "create_time"), wall_ms() - 400 * DAY);
+    json_decref(j);
+
+    static const int64_t windows[] = {DAY, 7 * DAY, 30 * DAY, 365 * DAY};
+    /* The index walk in modify-time order, the sorted walk, and every project's jobs. */
+    static const char *const variants[] = {"project=p1", "project=p1&sort_by=create_time",
+                                           "project=p1&reverse=false", ""};
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        for (int tf = 0; tf <= 4; tf++) {
+            char path[256];
+            snprintf(path, sizeof path, "/kylin/api/jobs?%s&time_filter=%d&page_size=100",
+                     variants[v], tf);
+            json_t *d = api_ok(&Q, "GET", path, NULL);
+            json_int_t want = 1; /* the fresh build */
+            for (size_t i = 0; i < N_OLD; i++) {
+                bool in = tf == 4 || ages[i] < windows[tf];
+                want += in;
+                cr_assert_eq(page_lists(d, ids[i]), in, "%s: job %zu (age %lld ms) %s", path, i,
+                             (long long)ages[i], in ? "missing" : "listed");
+            }
+            cr_assert(page_lists(d, fresh), "%s: the fresh build is missing", path);
+            cr_assert_eq(jint(d, "total_size"), want, "%s", path);
+            cr_assert_eq(json_array_size(json_object_get(d, "value")), (size_t)want, "%s", path);
+            json_decref(d);
+        }
+    }
+    /* No time_filter is all of them. */
+    cr_assert_eq(jobs_total("project=p1"), N_OLD + 1);
+}
+
 /* ---- configuration endpoints and the dispatcher's status ---- */
 
 Test(rest, project_and_model_configuration) {
@@ -754,6 +1057,82 @@ Test(rest, project_and_model_configuration) {
     json_decref(d);
     d = api_ok(&Q, "GET", "/kylin/api/models", NULL);
     cr_assert_eq(jint(d, "total_size"), 1);
+    json_decref(d);
+}
+
+Test(rest, a_created_model_is_answered_with_its_fields) {
+    json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}"));
+    json_t *m = api_ok(&Q, "POST", "/kylin/api/models",
+                       "{\"project\":\"p1\",\"name\":\"orders\",\"model_type\":\"BATCH\","
+                       "\"status\":\"OFFLINE\",\"partition_desc\":{\"partition_date_column\":"
+                       "\"DT\",\"partition_date_format\":\"yyyyMMdd\"},\"multi_partition_desc\":"
+                       "{\"columns\":[\"REGION\",\"SHOP\"]},\"job_template\":\"slow\"}");
+    ql_id_t id;
+    cr_assert_eq(ql_id_parse(jstr(m, "uuid"), &id), 0, "uuid: %s", jstr(m, "uuid"));
+    cr_assert(!ql_id_is_zero(&id));
+    cr_assert_eq(strlen(jstr(m, "uuid")), 36);
+    cr_assert_str_eq(jstr(m, "name"), "orders");
+    cr_assert_str_eq(jstr(m, "project"), "p1");
+    cr_assert_str_eq(jstr(m, "status"), "OFFLINE");
+    cr_assert_str_eq(jstr(m, "model_type"), "BATCH");
+    json_t *pd = json_object_get(m, "partition_desc");
+    cr_assert_str_eq(jstr(pd, "partition_date_column"), "DT");
+    cr_assert_str_eq(jstr(pd, "partition_date_format"), "yyyyMMdd");
+    json_t *cols = json_object_get(json_object_get(m, "multi_partition_desc"), "columns");
+    cr_assert_eq(json_array_size(cols), 2);
+    cr_assert_str_eq(json_string_value(json_array_get(cols, 0)), "REGION");
+    cr_assert_str_eq(json_string_value(json_array_get(cols, 1)), "SHOP");
+    cr_assert_str_eq(jstr(m, "job_template"), "slow");
+    cr_assert(
+        json_is_null(json_object_get(json_object_get(m, "segment_config"), "auto_segment_build")));
+    cr_assert_gt(jint(m, "create_time"), 1600000000000LL);
+    cr_assert_eq(jint(m, "last_modified"), jint(m, "create_time"));
+    /* The answer is the model as stored. */
+    json_t *d =
+        api_ok(&Q, "GET", "/kylin/api/models?project=p1&model_name=orders&exact=true", NULL);
+    cr_assert_eq(jint(d, "total_size"), 1);
+    cr_assert(json_equal(json_array_get(json_object_get(d, "value"), 0), m),
+              "GET /models differs from the answer of POST /models");
+    json_decref(d);
+
+    /* The defaults: BATCH, ONLINE, full load, no multi-partition, the default template set. */
+    json_t *f = api_ok(&Q, "POST", "/kylin/api/models", "{\"project\":\"p1\",\"name\":\"full\"}");
+    cr_assert_str_neq(jstr(f, "uuid"), jstr(m, "uuid"));
+    cr_assert_str_eq(jstr(f, "name"), "full");
+    cr_assert_str_eq(jstr(f, "status"), "ONLINE");
+    cr_assert_str_eq(jstr(f, "model_type"), "BATCH");
+    cr_assert(json_is_null(json_object_get(f, "partition_desc")));
+    cr_assert(json_is_null(json_object_get(f, "multi_partition_desc")));
+    cr_assert_str_eq(jstr(f, "job_template"), "");
+    json_decref(f);
+    json_t *st = api_ok(&Q, "POST", "/kylin/api/models",
+                        "{\"project\":\"p1\",\"name\":\"stream\",\"model_type\":\"STREAMING\"}");
+    cr_assert_str_eq(jstr(st, "model_type"), "STREAMING");
+    json_decref(st);
+    json_decref(m);
+    api_err(&Q, "POST", "/kylin/api/models",
+            "{\"project\":\"p1\",\"name\":\"m3\",\"job_template\":\"nosuchset\"}", 400, "QL-00003",
+            "job_template");
+}
+
+Test(rest, a_segment_config_stored_without_enabled_reads_back_disabled) {
+    make_model(&Q, "p1", "m1", NULL);
+    json_t *e = api_ok(&Q, "PUT", "/kylin/api/models/m1/segment_config",
+                       "{\"project\":\"p1\",\"auto_segment_build\":{\"trigger_time\":"
+                       "\"01:00:00\",\"logical_date_offset_days\":2,\"data_range_start_time\":"
+                       "\"00:00:00\",\"data_range_end_time\":\"24:00:00\"}}");
+    cr_assert_str_eq(json_string_value(e), "");
+    json_decref(e);
+    json_t *d = api_ok(&Q, "GET", "/kylin/api/models?project=p1", NULL);
+    json_t *a = json_object_get(
+        json_object_get(json_array_get(json_object_get(d, "value"), 0), "segment_config"),
+        "auto_segment_build");
+    cr_assert(json_is_object(a), "the config is stored");
+    cr_assert(json_is_false(json_object_get(a, "enabled")), "enabled defaults to false");
+    cr_assert_str_eq(jstr(a, "trigger_time"), "01:00:00");
+    cr_assert_eq(jint(a, "logical_date_offset_days"), 2);
+    cr_assert_str_eq(jstr(a, "data_range_start_time"), "00:00:00");
+    cr_assert_str_eq(jstr(a, "data_range_end_time"), "24:00:00");
     json_decref(d);
 }
 
