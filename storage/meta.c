@@ -89,6 +89,7 @@ int ql_meta_create_model(ql_txn_t *txn, ql_model_t *m, int64_t now, ql_err_t *er
 typedef struct {
     int64_t start, end;
     ql_id_t found;
+    ql_state_t found_state;
     bool any;
     bool progressing_only;
 } live_probe_t;
@@ -100,6 +101,7 @@ static int live_probe_cb(const ql_live_job_t *j, void *arg) {
     if (p->progressing_only && !ql_state_is_progressing(j->state))
         return 0;
     p->found = j->id;
+    p->found_state = j->state;
     p->any = true;
     return 1;
 }
@@ -438,7 +440,9 @@ int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *
             rc = ql_err_set(err, rc, "cannot read segment %s: %s", sid, ql_strerror(rc));
             break;
         }
-        live_probe_t p = {.start = s.start, .end = s.end, .progressing_only = true};
+        /* Any non-final job, PAUSED and ERROR too: until it ends it may still resume and
+         * finish, and its segment effects need these segments (metadata.md). */
+        live_probe_t p = {.start = s.start, .end = s.end};
         ql_segment_free(&s);
         if ((rc = ql_job_foreach_live_overlapping(txn, &m.id, p.start, p.end, live_probe_cb, &p)))
             break;
@@ -446,9 +450,9 @@ int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *
             char jid[QL_ID_STR_LEN + 1];
             ql_id_format(&p.found, jid);
             rc = ql_err_set(err, QL_ESEGLOCKED,
-                            "segment %s is in use by job %s, which is still running or waiting "
-                            "to run: discard or finish that job first",
-                            sid, jid);
+                            "segment %s is in use by job %s, which has not ended (%s): discard "
+                            "that job or let it finish first",
+                            sid, jid, ql_state_name(p.found_state));
             break;
         }
         if ((rc = ql_segment_delete(txn, &ids[i])))

@@ -87,8 +87,9 @@ int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model,
                        bool has_range, int64_t start, int64_t end, const ql_job_spec_t *spec,
                        ql_id_t *job_out, ql_err_t *err);
 
-/* Deletes segments of a model: each must exist (QL_ENOTFOUND) and no READY, PENDING or RUNNING
- * job of the model may overlap it (QL_ESEGLOCKED: discard or finish that job first). */
+/* Deletes segments of a model: each must exist (QL_ENOTFOUND) and no non-final job of the model
+ * (READY, PENDING, RUNNING, ERROR or PAUSED) may overlap it (QL_ESEGLOCKED: discard that job or
+ * let it finish first). */
 int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
                             ql_err_t *err);
 
