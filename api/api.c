@@ -45,6 +45,7 @@ int ql_api_http_status(int code) {
     case QL_ELOCKED:
         return 503;
     case QL_EMAPFULL:
+    case QL_EDISKFULL:
     case UV_ENOSPC:
         return 507;
     default:

@@ -34,6 +34,7 @@ static const struct {
     {QL_ETOOBIG, "too large", "QL-00021"},
     {QL_EAUTH, "authentication required", "QL-00022"},
     {QL_ETRANSIENT, "transient failure, try again", "QL-00023"},
+    {QL_EDISKFULL, "the disk of the store is full (no space left on the file system)", "QL-00024"},
 };
 
 const char *ql_strerror(int code) {

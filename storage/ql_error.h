@@ -41,7 +41,8 @@ enum {
     QL_ETOOBIG = -20021,      /* a request or value exceeds its size limit */
     QL_EAUTH = -20022,        /* missing or wrong credentials */
     QL_ETRANSIENT = -20023,   /* a transient failure: retry later */
-    QL_ERR_LAST = -20024,
+    QL_EDISKFULL = -20024,    /* the file system of the store has no space left */
+    QL_ERR_LAST = -20025,
 };
 
 /* Returns a static, human-readable name for any Qilin, libuv or errno code. Thread-safe. */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <uv.h>
 
@@ -34,7 +35,8 @@ int ql_store_mdb_err(int rc) {
     case MDB_VERSION_MISMATCH:
         return QL_EVERSION;
     case ENOSPC:
-        return QL_EMAPFULL;
+    case EDQUOT:
+        return QL_EDISKFULL;
     default:
         if (rc > 0)
             return -rc; /* an errno value */
@@ -327,8 +329,19 @@ static void txn_free(ql_txn_t *t) {
     free(t);
 }
 
+/* LMDB reports a write cut short by a full file system as EIO ("short write, filesystem
+ * full?"), which a real I/O error also gives: told apart by whether the file system has room. */
+static bool disk_is_full(const ql_store_t *s) {
+    struct statvfs fs;
+    if (statvfs(s->path, &fs) != 0)
+        return false;
+    return (uint64_t)fs.f_bavail * fs.f_frsize < 64 * 4096;
+}
+
 int ql_txn_commit(ql_txn_t *t) {
-    int rc = ql_store_mdb_err(mdb_txn_commit(t->txn));
+    int mrc = mdb_txn_commit(t->txn);
+    int rc =
+        mrc == EIO && t->write && disk_is_full(t->store) ? QL_EDISKFULL : ql_store_mdb_err(mrc);
     if (!rc && t->write && !t->parent && t->store->commit_hook)
         t->store->commit_hook(t->store->commit_hook_arg);
     txn_free(t);

@@ -196,8 +196,8 @@ static const ql_cli_cmd_t cmds[] = {
      "--project P NAME [--type BATCH|STREAMING] [--status S]\n"
      "       [--partition-column C --partition-format F] [--multi-partition COLS] [--template SET]",
      "Create a model",
-     "A model without a partition column is a full-load model: it has one segment covering "
-     "all time\nand no incremental builds (POST /models).",
+     "A model without a partition column is a full-load model: builds of it are refused\n"
+     "(QL-00013) and the dispatcher skips it (POST /models).",
      "  qilin model create --project sales orders --partition-column DT --partition-format "
      "yyyy-MM-dd",
      create_opts, 1, 1, create_run},
