@@ -229,7 +229,8 @@ static const ql_config_option_t options[] = {
      .type = QL_CONFIG_STRING,
      .def = "",
      .doc = "ZooKeeper servers; empty means no ZooKeeper (scheduler 0 with the embedded store "
-            "lock).",
+            "lock). This build has no ZooKeeper coordination yet: a server with a value set "
+            "refuses to start and says so.",
      .check = check_zk_connect,
      .accepts = "empty, or HOST:PORT[,HOST:PORT...] with an optional /chroot"},
     {.key = "kylin.env.zookeeper-base-path",

@@ -337,6 +337,16 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                         (long long)scheduler);
         goto fail;
     }
+    /* With ZooKeeper configured, scheduler 0's lock is a ZooKeeper node (cluster.md); using the
+     * data directory's lock instead would quietly give a different guarantee. */
+    if (ql_config_get_str(n->cfg, "kylin.env.zookeeper-connect-string")[0]) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "
+                        "coordination yet (its job engine lock would be the ZooKeeper node "
+                        "/job_engine/global_job_engine_lock); leave it empty to use the data "
+                        "directory's lock");
+        goto fail;
+    }
     if ((rc = ql_lock_file_new(path, n->store, &n->lock))) {
         ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
         goto fail;

@@ -405,3 +405,47 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
               "A went back to standby");
     cr_assert_not(w.a.exited, "A stays up");
 }
+
+/* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */
+
+static void expect_start_refused(const char *setting, const char *needle) {
+    char dir[] = "/tmp/ql_lock_refuse_XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char templates[128], arg[512];
+    snprintf(templates, sizeof templates, "%s/jobs.yaml", dir);
+    ql_test_write_with_dir(templates, TEMPLATES, dir);
+    ql_config_t *cfg;
+    cr_assert_eq(ql_config_new(&cfg), 0);
+    ql_err_t err = {0};
+    snprintf(arg, sizeof arg, "qilin.storage.path=%s/data", dir);
+    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
+    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", templates);
+    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_config_set_arg(cfg, "qilin.storage.map-size=1GiB", &err), 0);
+    cr_assert_eq(ql_config_set_arg(cfg, setting, &err), 0, "%s", err.msg);
+    uv_loop_t loop;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    ql_node_opts_t no = {.config = cfg, .loop = &loop, .exec_helper = HELPER};
+    ql_node_t *n = NULL;
+    int rc = ql_node_start(&no, &n, &err);
+    cr_assert_eq(rc, QL_EINVAL, "the start was not refused (%d)", rc);
+    cr_assert_null(n);
+    cr_assert(strstr(err.msg, needle), "%s", err.msg);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&loop), 0, "a handle was left open");
+    ql_config_free(cfg);
+    ql_test_rm_tree(dir);
+}
+
+Test(job_lock, the_zookeeper_schedulers_are_refused_at_start_up) {
+    expect_start_refused("kylin.job.scheduler.default=2",
+                         "kylin.job.scheduler.default: 2 needs ZooKeeper coordination");
+    expect_start_refused("kylin.job.scheduler.default=100",
+                         "kylin.job.scheduler.default: 100 needs ZooKeeper coordination");
+}
+
+Test(job_lock, a_zookeeper_connect_string_is_refused_rather_than_ignored) {
+    expect_start_refused("kylin.env.zookeeper-connect-string=zk1:2181",
+                         "kylin.env.zookeeper-connect-string: set, but this build has no "
+                         "ZooKeeper coordination");
+}
