@@ -214,11 +214,18 @@ static void sched_demoted(void *arg) {
     ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, lock_timer_cb, n);
 }
 
-/* Every STANDBY_POLL_MS: a standby tries the lock; the master checks it still holds it. */
+/* Every STANDBY_POLL_MS: stale reader slots are freed; a standby tries the lock; the master
+ * checks it still holds it. */
 static void lock_timer_cb(ql_timer_t *t, void *arg) {
     ql_node_t *n = arg;
     if (n->stopping || n->demoting)
         return;
+    int cleared = 0;
+    if (ql_store_clear_stale_readers(n->store, &cleared) == 0 && cleared > 0)
+        ql_log(n->opts.log, QL_LOG_WARN, "node",
+               "freed the store's reader slots of dead processes count=%d reason=\"a process "
+               "died inside a read transaction; its slot kept old pages from reuse\"",
+               cleared);
     if (n->sched) {
         char buf[160];
         const char *why = holding_lost(n, buf, sizeof buf);

@@ -191,8 +191,17 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
         ql_store_close(s);
         return rc;
     }
+    ql_store_clear_stale_readers(s, NULL); /* left by processes that died before this open */
     *out = s;
     return 0;
+}
+
+int ql_store_clear_stale_readers(ql_store_t *s, int *cleared) {
+    int dead = 0;
+    int rc = mdb_reader_check(s->env, &dead);
+    if (cleared)
+        *cleared = rc ? 0 : dead;
+    return ql_store_mdb_err(rc);
 }
 
 void ql_store_close(ql_store_t *s) {
