@@ -466,21 +466,28 @@ typedef struct {
     int picked;
     batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
     size_t n_batch;
-    /* per-project running counts and limits, for this pass */
-    struct {
+    /* per-project running counts and limits, for this pass: every project it meets */
+    struct proj_slot {
         char name[QL_NAME_MAX + 1];
         int running;
         int limit;
-    } proj[64];
-    int n_proj;
+    } * proj;
+    int n_proj, cap_proj;
 } fetch_ctx_t;
 
+/* The project's slot, added on first sight; -1 only when out of memory. */
 static int project_slot(fetch_ctx_t *c, const char *name) {
     for (int i = 0; i < c->n_proj; i++)
         if (strcmp(c->proj[i].name, name) == 0)
             return i;
-    if (c->n_proj == (int)(sizeof c->proj / sizeof c->proj[0]))
-        return -1;
+    if (c->n_proj == c->cap_proj) {
+        int cap = c->cap_proj ? c->cap_proj * 2 : 16;
+        struct proj_slot *grown = realloc(c->proj, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        c->proj = grown;
+        c->cap_proj = cap;
+    }
     int i = c->n_proj++;
     snprintf(c->proj[i].name, sizeof c->proj[i].name, "%s", name);
     c->proj[i].running = 0;
@@ -509,8 +516,10 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
     if (ql_job_get(c->txn, id, 0, &job))
         return 0;
     int slot = project_slot(c, job.project);
+    /* Without a slot (out of memory) the project's limit is unknown: wait for the next pass
+     * rather than risk going over it. */
     bool full =
-        slot >= 0 && c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit;
+        slot < 0 || (c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit);
     if (!full) {
         run_t *r = run_new(s, id, job.project);
         if (r) {
@@ -520,8 +529,7 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
             c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
             c->room--;
             c->picked++;
-            if (slot >= 0)
-                c->proj[slot].running++;
+            c->proj[slot].running++;
         }
     }
     ql_job_free(&job);
@@ -554,6 +562,7 @@ static void fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
         ql_txn_abort(c->txn);
     }
     *n += c->n_batch;
+    free(c->proj);
     free(c);
 }
 

@@ -803,6 +803,37 @@ Test(fetcher, never_runs_more_than_allowed, .fini = teardown) {
     assert_durable_starts();
 }
 
+/* One fetcher pass meets more projects than it once had room to track (64): every project's own
+ * limit still holds. 70 projects with a limit of 1, two jobs each, all READY in one pass. */
+Test(fetcher, project_limits_hold_past_64_projects_in_one_pass, .fini = teardown) {
+    const char *set[] = {"kylin.job.max-concurrent-jobs=200", NULL};
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: a, kind: sleep, duration: 100ms}\n",
+               set);
+    enum { PROJECTS = 70 };
+    static ql_id_t jobs[PROJECTS][2];
+    /* Every job READY before the fetcher looks, so that one pass meets all 70 projects. */
+    ql_sched_pause_fetching(ql_node_sched(w.node));
+    for (int p = 0; p < PROJECTS; p++) {
+        char name[16];
+        snprintf(name, sizeof name, "lp%02d", p);
+        create_project(name, "1", NULL);
+        ql_id_t m = create_model(name, "m", NULL, NULL);
+        jobs[p][0] = submit_day(&m, 0, 3);
+        jobs[p][1] = submit_day(&m, 1, 3);
+    }
+    ql_sched_start(ql_node_sched(w.node));
+    for (int p = 0; p < PROJECTS; p++) {
+        wait_job(&jobs[p][0], QL_SUCCEED);
+        wait_job(&jobs[p][1], QL_SUCCEED);
+    }
+    for (int p = 0; p < PROJECTS; p++)
+        if (max_overlap(jobs[p], 2) != 1)
+            cr_assert_fail("project lp%02d ran its two jobs at once (its limit is 1)", p);
+}
+
 Test(fetcher, a_submission_wakes_an_idle_fetcher_at_once, .fini = teardown) {
     /* The default poll interval (30 s): only the kick can start the job within the deadline. */
     start_node("templates:\n"
