@@ -80,6 +80,14 @@ typedef struct ql_param {
     const char *value;
 } ql_param_t;
 
+/* One condition of a step's `when`: the step runs only if parameter `param` has one of the
+ * values (compared as strings). Owned by whatever holds it. */
+typedef struct ql_when {
+    char *param;
+    char **values; /* NULL-terminated, n_values >= 1 */
+    size_t n_values;
+} ql_when_t;
+
 /*
  * One step definition. Every pointer member is owned by the struct (ql_stepdef_clear frees
  * them). Fields that do not apply to the kind are zero/NULL (or -1 where -1 means "unset").
@@ -103,6 +111,9 @@ typedef struct ql_stepdef {
     char *message;
     /* every kind: virtual duration in the simulator; -1: unset (see ql_stepdef_sim_duration) */
     int64_t sim_duration_ms;
+    /* every kind: the step runs only when all of these hold, else it is SKIPped */
+    ql_when_t *when;
+    size_t n_when;
 } ql_stepdef_t;
 
 /* Sets s to an empty definition with the "unset" values (-1) in place. */
@@ -111,6 +122,24 @@ void ql_stepdef_init(ql_stepdef_t *s);
 void ql_stepdef_clear(ql_stepdef_t *s);
 /* Deep-copies src (borrowed) into dst (initialised by the call; the caller owns the copy). */
 int ql_stepdef_copy(const ql_stepdef_t *src, ql_stepdef_t *dst);
+/*
+ * `when` (template_when.c). A step's `when:` maps parameter names (QILIN_* or the chain's
+ * declared params) to a value or a list of values; the step runs only if every named parameter
+ * has one of its values when the step is due, and is SKIPped otherwise (spec/jobs.md: READY ->
+ * SKIP when a template condition skips it).
+ */
+/* Parses node (the value of `when`, borrowed) into out->when. */
+int ql_when_load(const ql_yaml_node_t *node, const char *const *declared, size_t n_declared,
+                 ql_stepdef_t *out, ql_err_t *err);
+/* Frees n conditions and the array. */
+void ql_when_free(ql_when_t *w, size_t n);
+/* Deep-copies src's conditions into dst (whose when is empty). */
+int ql_when_copy(const ql_stepdef_t *src, ql_stepdef_t *dst);
+/* The first condition of s that the parameters (borrowed) do not meet, or NULL when the step
+ * runs. *value gets the parameter's value ("" when it has none). */
+const ql_when_t *ql_when_unmet(const ql_stepdef_t *s, const ql_param_t *params, size_t n,
+                               const char **value);
+
 /* The simulated duration: sim_duration when set, else `duration` for sleep, else 0. */
 int64_t ql_stepdef_sim_duration(const ql_stepdef_t *s);
 

@@ -27,14 +27,25 @@ int ql_step_kind_parse(const char *name, ql_step_kind_t *out) {
 
 /* Keys each kind accepts; every kind also takes the common ones. */
 static const char *const keys_shell[] = {
-    "name",    "kind",           "sim_duration",      "argv", "env", "cwd", "timeout",
+    "name",    "kind",           "sim_duration",      "when", "argv", "env", "cwd", "timeout",
     "retries", "retry_interval", "warning_exit_code", NULL};
-static const char *const keys_noop[] = {"name", "kind", "sim_duration", NULL};
-static const char *const keys_sleep[] = {"name", "kind", "sim_duration", "duration", NULL};
-static const char *const keys_message[] = {"name", "kind", "sim_duration", "message", NULL};
-static const char *const keys_any[] = {
-    "name",    "kind",           "sim_duration",      "argv",     "env",     "cwd", "timeout",
-    "retries", "retry_interval", "warning_exit_code", "duration", "message", NULL};
+static const char *const keys_noop[] = {"name", "kind", "sim_duration", "when", NULL};
+static const char *const keys_sleep[] = {"name", "kind", "sim_duration", "when", "duration", NULL};
+static const char *const keys_message[] = {"name", "kind", "sim_duration", "when", "message", NULL};
+static const char *const keys_any[] = {"name",
+                                       "kind",
+                                       "sim_duration",
+                                       "when",
+                                       "argv",
+                                       "env",
+                                       "cwd",
+                                       "timeout",
+                                       "retries",
+                                       "retry_interval",
+                                       "warning_exit_code",
+                                       "duration",
+                                       "message",
+                                       NULL};
 
 static const char *const *kind_keys(ql_step_kind_t kind) {
     switch (kind) {
@@ -74,6 +85,7 @@ void ql_stepdef_clear(ql_stepdef_t *s) {
     free(s->env);
     free(s->cwd);
     free(s->message);
+    ql_when_free(s->when, s->n_when);
     ql_stepdef_init(s);
 }
 
@@ -120,6 +132,8 @@ int ql_stepdef_copy(const ql_stepdef_t *src, ql_stepdef_t *dst) {
                 goto nomem;
             }
     }
+    if (ql_when_copy(src, dst))
+        goto nomem;
     return 0;
 nomem:
     ql_stepdef_clear(dst);
@@ -280,6 +294,9 @@ static int load_step(const ql_yaml_node_t *node, const char *const *declared, si
         return nomem(err);
     if ((rc = ql_yaml_get_duration(node, "sim_duration", QL_YAML_OPTIONAL, &out->sim_duration_ms,
                                    err)))
+        return rc;
+    const ql_yaml_node_t *when = ql_yaml_map_find(node, "when");
+    if (when && (rc = ql_when_load(when, declared, n_declared, out, err)))
         return rc;
     switch (kind) {
     case QL_STEP_SHELL:

@@ -9,6 +9,7 @@
  *   cwd, message       str
  *   timeout_ms, retry_interval_ms, duration_ms, sim_duration_ms, retries, warning_exit_code
  *                      int     written only when set
+ *   when               {str: [str]}  the step's conditions (parameter -> values), when any
  *
  * Field names (not positions) make the format additive: a newer Qilin may write fields an
  * older one ignores, and a missing optional field decodes to its "unset" value. The version
@@ -50,6 +51,7 @@ int ql_stepdef_encode(const ql_stepdef_t *s, uint8_t **buf, size_t *len) {
     n += s->warning_exit_code > 0;
     n += s->kind == QL_STEP_SLEEP;
     n += s->sim_duration_ms >= 0;
+    n += s->n_when > 0;
 
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
@@ -84,6 +86,15 @@ int ql_stepdef_encode(const ql_stepdef_t *s, uint8_t **buf, size_t *len) {
         bad = pack_key_int(&pk, "duration_ms", s->duration_ms);
     if (!bad && s->sim_duration_ms >= 0)
         bad = pack_key_int(&pk, "sim_duration_ms", s->sim_duration_ms);
+    if (!bad && s->n_when) {
+        bad = pack_str(&pk, "when") || msgpack_pack_map(&pk, s->n_when);
+        for (size_t i = 0; !bad && i < s->n_when; i++) {
+            const ql_when_t *w = &s->when[i];
+            bad = pack_str(&pk, w->param) || msgpack_pack_array(&pk, w->n_values);
+            for (size_t j = 0; !bad && j < w->n_values; j++)
+                bad = pack_str(&pk, w->values[j]);
+        }
+    }
     if (bad) {
         msgpack_sbuffer_destroy(&sb);
         return UV_ENOMEM;
@@ -139,6 +150,31 @@ static int corrupt(ql_err_t *err, const char *field, const char *why) {
     return ql_err_set(err, QL_ECORRUPT, "step definition: field '%s': %s", field, why);
 }
 
+static int decode_when(const msgpack_object *v, ql_stepdef_t *out, ql_err_t *err) {
+    if (v->type != MSGPACK_OBJECT_MAP || v->via.map.size == 0)
+        return corrupt(err, "when", "not a non-empty map");
+    if (out->when)
+        return corrupt(err, "when", "appears twice");
+    uint32_t n = v->via.map.size;
+    if (!(out->when = calloc(n, sizeof *out->when)))
+        return UV_ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *k = &v->via.map.ptr[i].key, *vals = &v->via.map.ptr[i].val;
+        ql_when_t *w = &out->when[out->n_when++];
+        int bad = 0;
+        if (!(w->param = obj_str(k, &bad)))
+            return bad == UV_ENOMEM ? bad : corrupt(err, "when", "a parameter is not a string");
+        if (vals->type != MSGPACK_OBJECT_ARRAY || vals->via.array.size == 0)
+            return corrupt(err, "when", "values are not a non-empty array");
+        if (!(w->values = calloc(vals->via.array.size + 1, sizeof *w->values)))
+            return UV_ENOMEM;
+        for (uint32_t j = 0; j < vals->via.array.size; j++, w->n_values++)
+            if (!(w->values[j] = obj_str(&vals->via.array.ptr[j], &bad)))
+                return bad == UV_ENOMEM ? bad : corrupt(err, "when", "a value is not a string");
+    }
+    return 0;
+}
+
 static int decode_map(const msgpack_object *root, ql_stepdef_t *out, ql_err_t *err) {
     if (root->type != MSGPACK_OBJECT_MAP)
         return ql_err_set(err, QL_ECORRUPT, "step definition: not a map");
@@ -189,6 +225,9 @@ static int decode_map(const msgpack_object *root, ql_stepdef_t *out, ql_err_t *e
                     !(kv->value = obj_str(&v->via.map.ptr[j].val, &bad)))
                     return bad == UV_ENOMEM ? bad : corrupt(err, "env", "not strings");
             }
+        } else if (key_is(k, "when")) {
+            if ((bad = decode_when(v, out, err)))
+                return bad;
         } else if (key_is(k, "cwd")) {
             free(out->cwd);
             if (!(out->cwd = obj_str(v, &bad)))

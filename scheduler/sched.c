@@ -653,6 +653,17 @@ static void start_step(run_t *r) {
         complete_later(r, 0, QL_ERROR, err.msg[0] ? err.msg : "cannot decode the step definition");
         return;
     }
+    char why[512];
+    if (ql_sched_step_skipped(r, why, sizeof why)) {
+        log_job(s, QL_LOG_INFO, r, "step skipped step=%02u reason=\"%s\"", r->seq, why);
+        /* The reason becomes the step's output, where GET .../output and the CLI show it. */
+        free(r->output);
+        r->output_len = strlen("skipped: ") + strlen(why);
+        if ((r->output = malloc(r->output_len + 1)))
+            snprintf(r->output, r->output_len + 1, "skipped: %s", why);
+        complete_later(r, 0, QL_SKIP, NULL);
+        return;
+    }
     s->stats.steps_run++;
     if (s->step_start_hook)
         s->step_start_hook(s->step_start_arg, &r->job, r->seq);

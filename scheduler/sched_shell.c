@@ -219,6 +219,36 @@ static void pgid_done(void *arg, int status, const ql_err_t *err) {
     free(arg);
 }
 
+bool ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
+    if (!r->def.n_when)
+        return false;
+    params_t p;
+    build_params(r, &p);
+    ql_param_t params[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
+    for (int i = 0; i < P_COUNT; i++) {
+        params[i].name = param_names[i];
+        params[i].value = p.v[i];
+    }
+    ql_err_t err = {0};
+    custom_params_t custom;
+    size_t n_params = P_COUNT;
+    if (decode_custom_params(&r->jobinfo, &custom, &err) == 0)
+        for (size_t i = 0; i < custom.n; i++) {
+            params[n_params].name = custom.names[i];
+            params[n_params].value = custom.values[i];
+            n_params++;
+        }
+    const char *value = "";
+    const ql_when_t *unmet = ql_when_unmet(&r->def, params, n_params, &value);
+    if (unmet) {
+        size_t o = (size_t)snprintf(why, cap, "when: %s is '%s', not ", unmet->param, value);
+        for (size_t i = 0; i < unmet->n_values && o < cap; i++)
+            o += (size_t)snprintf(why + o, cap - o, "%s'%s'", i ? " or " : "", unmet->values[i]);
+    }
+    custom_params_free(&custom);
+    return unmet != NULL;
+}
+
 void ql_sched_spawn_shell(run_t *r) {
     ql_sched_t *s = r->s;
     params_t p;

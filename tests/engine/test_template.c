@@ -350,22 +350,23 @@ Test(template, errors_in_steps) {
     expect_error(STEPS("      - name: a\n        kind: bash\n"),
                  "jobs.yaml:5: step 'a': unknown kind 'bash' (expected one of: shell, noop, "
                  "sleep, fail, warn)");
-    expect_error(STEPS("      - name: a\n        kind: noop\n        nmae: b\n"),
-                 "jobs.yaml:6: unknown key 'nmae' (expected one of: name, kind, sim_duration)");
+    expect_error(
+        STEPS("      - name: a\n        kind: noop\n        nmae: b\n"),
+        "jobs.yaml:6: unknown key 'nmae' (expected one of: name, kind, sim_duration, when)");
     /* An unknown key is reported even when the kind is missing (a typo is the likelier cause). */
     expect_error(STEPS("      - name: a\n        knid: noop\n"),
                  "jobs.yaml:5: unknown key 'knid' (expected one of: name, kind, sim_duration, "
-                 "argv");
+                 "when, argv");
     expect_error(STEPS("      - name: a\n        kind: noop\n        argv: [x]\n"),
                  "jobs.yaml:6: key 'argv' does not apply to a noop step (expected one of: name, "
-                 "kind, sim_duration)");
+                 "kind, sim_duration, when)");
     expect_error(STEPS("      - name: a\n        kind: shell\n        argv: [x]\n"
                        "        duration: 5s\n"),
                  "jobs.yaml:7: key 'duration' does not apply to a shell step");
     expect_error(STEPS("      - name: a\n        kind: sleep\n        duration: 5s\n"
                        "        retries: 1\n"),
                  "jobs.yaml:7: key 'retries' does not apply to a sleep step (expected one of: "
-                 "name, kind, sim_duration, duration)");
+                 "name, kind, sim_duration, when, duration)");
     expect_error(STEPS("      - name: a\n        kind: warn\n        timeout: 5s\n"),
                  "jobs.yaml:6: key 'timeout' does not apply to a warn step");
     expect_error(STEPS("      - name: a\n        kind: sleep\n"),
@@ -928,7 +929,7 @@ Test(template, decode_ignores_unknown_fields_and_checks_version) {
     pack_s(&pk, "later");
     pack_s(&pk, "duration_ms");
     msgpack_pack_int64(&pk, 42);
-    pack_s(&pk, "when");
+    pack_s(&pk, "unless"); /* another field a later version may add */
     msgpack_pack_nil(&pk);
     pack_s(&pk, "v");
     msgpack_pack_int(&pk, 1);
@@ -1054,4 +1055,74 @@ Test(template, names) {
     cr_assert_eq(k, QL_STEP_SLEEP);
     cr_assert_str_eq(ql_step_kind_name(QL_STEP_WARN), "warn");
     cr_assert_eq(ql_step_kind_parse("Sleep", &k), QL_EINVAL);
+}
+
+/* ---- when: a step's conditions (spec/jobs.md: READY -> SKIP when a template condition
+ * skips it) ---- */
+
+Test(template, when_takes_a_value_or_a_list_per_parameter) {
+    ql_templates_t *t =
+        load_ok("templates:\n"
+                "  INC_BUILD:\n"
+                "    params: [TABLE]\n"
+                "    steps:\n"
+                "      - name: a\n"
+                "        kind: noop\n"
+                "        when: {QILIN_MODEL: [orders, returns], TABLE: fact}\n"
+                "      - {name: b, kind: sleep, duration: 1s, when: {QILIN_JOB_TYPE: "
+                "INC_BUILD}}\n");
+    const ql_stepdef_t *a = find_step(t, NULL, "INC_BUILD", 0);
+    cr_assert_eq(a->n_when, 2);
+    cr_assert_str_eq(a->when[0].param, "QILIN_MODEL");
+    cr_assert_eq(a->when[0].n_values, 2);
+    cr_assert_str_eq(a->when[0].values[1], "returns");
+    cr_assert_str_eq(a->when[1].param, "TABLE");
+    cr_assert_eq(a->when[1].n_values, 1);
+    cr_assert_str_eq(a->when[1].values[0], "fact");
+
+    ql_param_t p[] = {{"QILIN_MODEL", "returns"}, {"TABLE", "fact"}};
+    const char *value = NULL;
+    cr_assert_null(ql_when_unmet(a, p, 2, &value), "every condition holds");
+    p[1].value = "dim";
+    const ql_when_t *w = ql_when_unmet(a, p, 2, &value);
+    cr_assert_not_null(w);
+    cr_assert_str_eq(w->param, "TABLE");
+    cr_assert_str_eq(value, "dim");
+    w = ql_when_unmet(a, p, 0, &value);
+    cr_assert(w && !strcmp(w->param, "QILIN_MODEL") && !strcmp(value, ""),
+              "a parameter without a value meets no condition");
+
+    /* Stored with the job: the conditions survive encoding, and copying. */
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(ql_stepdef_encode(a, &buf, &len), 0);
+    ql_stepdef_t back, copy;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_stepdef_decode(buf, len, &back, &err), 0, "%s", err.msg);
+    free(buf);
+    cr_assert_eq(ql_stepdef_copy(&back, &copy), 0);
+    for (int k = 0; k < 2; k++) {
+        const ql_stepdef_t *d = k ? &copy : &back;
+        cr_assert_eq(d->n_when, 2);
+        cr_assert_str_eq(d->when[0].values[0], "orders");
+        cr_assert_str_eq(d->when[0].values[1], "returns");
+        cr_assert_str_eq(d->when[1].param, "TABLE");
+    }
+    ql_stepdef_clear(&back);
+    ql_stepdef_clear(&copy);
+    cr_assert_eq(find_step(t, NULL, "INC_BUILD", 1)->n_when, 1);
+    ql_templates_free(t);
+}
+
+Test(template, when_errors_name_the_line_and_reason) {
+    expect_error(STEPS("      - {name: a, kind: noop, when: {MODEL: x}}\n"),
+                 "jobs.yaml:4: key 'when': 'MODEL' is not a job parameter");
+    expect_error(STEPS("      - {name: a, kind: noop, when: {}}\n"),
+                 "jobs.yaml:4: key 'when': no condition");
+    expect_error(STEPS("      - {name: a, kind: noop, when: [QILIN_MODEL]}\n"),
+                 "jobs.yaml:4: key 'when': expected a mapping, got a sequence");
+    expect_error(STEPS("      - {name: a, kind: noop, when: {QILIN_MODEL: {a: b}}}\n"),
+                 "jobs.yaml:4: when 'QILIN_MODEL': expected");
+    expect_error(STEPS("      - {name: a, kind: noop, when: {QILIN_MODEL: []}}\n"),
+                 "jobs.yaml:4: when 'QILIN_MODEL'");
 }

@@ -441,6 +441,48 @@ Test(chain, steps_run_in_order_and_each_is_persisted, .fini = teardown) {
     assert_durable_starts();
 }
 
+/* spec/jobs.md: READY -> SKIP when a template condition skips it; a job is SUCCEED when every
+ * step is SUCCEED, WARNING or SKIP. Only model "orders" runs the middle step. */
+Test(chain, a_step_whose_when_does_not_hold_is_skipped_and_the_job_succeeds, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: first, kind: noop}\n"
+               "      - name: orders only\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'echo ran for $QILIN_MODEL']\n"
+               "        when: {QILIN_MODEL: orders, QILIN_JOB_TYPE: [INC_BUILD, INDEX_REFRESH]}\n"
+               "      - {name: last, kind: noop}\n",
+               NULL);
+    ql_id_t orders = create_model("p", "orders", NULL, NULL);
+    ql_id_t skipped = submit_day(&w.model, 0, 3), ran = submit_day(&orders, 0, 3);
+    wait_job(&skipped, QL_SUCCEED);
+    wait_job(&ran, QL_SUCCEED);
+
+    ql_step_t st = get_step(&skipped, 1);
+    cr_assert_eq(st.state, QL_SKIP, "model m does not meet QILIN_MODEL: orders");
+    ql_step_free(&st);
+    st = get_step(&skipped, 2);
+    cr_assert_eq(st.state, QL_SUCCEED, "the chain goes on after a skipped step");
+    ql_step_free(&st);
+    ql_job_t j = get_job(&skipped);
+    cr_assert_eq(seg_status(&j.segment), QL_SEG_READY, "a skipped step is no warning");
+    ql_job_free(&j);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    char *out = NULL;
+    size_t len = 0;
+    cr_assert_eq(ql_output_get(t, &skipped, 1, &out, &len), 0);
+    ql_txn_abort(t);
+    bool says = strcmp(out, "skipped: when: QILIN_MODEL is 'm', not 'orders'") == 0;
+    free(out);
+    cr_assert(says, "the step's output says why it was skipped");
+
+    st = get_step(&ran, 1);
+    cr_assert_eq(st.state, QL_SUCCEED, "model orders meets both conditions");
+    ql_step_free(&st);
+}
+
 Test(chain, a_failing_step_stops_the_chain, .fini = teardown) {
     start_node("templates:\n"
                "  INC_BUILD:\n"
