@@ -43,6 +43,7 @@ int ql_api_http_status(int code) {
     case QL_ETRANSIENT:
     case QL_EFENCED:
     case QL_ELOCKED:
+    case QL_EMAPSIZE:
         return 503;
     case QL_EMAPFULL:
     case QL_EDISKFULL:

@@ -35,6 +35,11 @@ static const struct {
     {QL_EAUTH, "authentication required", "QL-00022"},
     {QL_ETRANSIENT, "transient failure, try again", "QL-00023"},
     {QL_EDISKFULL, "the disk of the store is full (no space left on the file system)", "QL-00024"},
+    {QL_EMAPSIZE,
+     "the store outgrew this process's qilin.storage.map-size (another process sharing the "
+     "data directory has a larger one): give every server the same map size and restart this "
+     "one",
+     "QL-00025"},
 };
 
 const char *ql_strerror(int code) {

@@ -42,7 +42,8 @@ enum {
     QL_EAUTH = -20022,        /* missing or wrong credentials */
     QL_ETRANSIENT = -20023,   /* a transient failure: retry later */
     QL_EDISKFULL = -20024,    /* the file system of the store has no space left */
-    QL_ERR_LAST = -20025,
+    QL_EMAPSIZE = -20025,     /* another process grew the store past this process's map size */
+    QL_ERR_LAST = -20026,
 };
 
 /* Returns a static, human-readable name for any Qilin, libuv or errno code. Thread-safe. */

@@ -34,6 +34,8 @@ int ql_store_mdb_err(int rc) {
         return QL_ECORRUPT;
     case MDB_VERSION_MISMATCH:
         return QL_EVERSION;
+    case MDB_MAP_RESIZED:
+        return QL_EMAPSIZE;
     case ENOSPC:
     case EDQUOT:
         return QL_EDISKFULL;
