@@ -22,11 +22,29 @@ static int raise_epoch(ql_store_t *store, uint64_t *out) {
     int rc = ql_txn_begin(store, true, &txn);
     if (rc)
         return rc;
-    if ((rc = ql_fence_raise(txn, out))) {
+    uint64_t epoch;
+    if ((rc = ql_fence_raise(txn, &epoch))) {
         ql_txn_abort(txn);
         return rc;
     }
-    return ql_txn_commit(txn);
+    if ((rc = ql_txn_commit(txn)) == 0)
+        *out = epoch; /* only an epoch that is stored becomes the token */
+    return rc;
+}
+
+/* Whether fd is the file now at path: flock(2) locks the open file, so a lock on a file that
+ * was removed or replaced since it was opened excludes nobody. */
+static bool is_file_at_path(int fd, const char *path) {
+    struct stat by_fd, by_path;
+    if (fstat(fd, &by_fd) != 0 || stat(path, &by_path) != 0)
+        return false;
+    return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+}
+
+static void close_fd(file_lock_t *l) {
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
 }
 
 static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t cap) {
@@ -36,24 +54,37 @@ static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_
         *acquired = true;
         return 0;
     }
-    if (l->fd < 0) {
-        l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (l->fd < 0)
-            return -errno;
-    }
-    if (flock(l->fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK)
-            return -errno;
-        if (holder && cap) {
-            ssize_t n = pread(l->fd, holder, cap - 1, 0);
-            holder[n > 0 ? n : 0] = '\0';
-            char *nl = strchr(holder, '\n');
-            if (nl)
-                *nl = '\0';
-            if (!holder[0])
-                snprintf(holder, cap, "another process (no details written yet)");
+    /* A lock won on a file that is no longer at the path is worthless: open the path anew
+     * (creating it) and try again; twice covers a replacement racing with this call. */
+    for (int tries = 0;; tries++) {
+        if (l->fd < 0) {
+            l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            if (l->fd < 0)
+                return -errno;
         }
-        return 0;
+        if (flock(l->fd, LOCK_EX | LOCK_NB) != 0) {
+            if (errno != EWOULDBLOCK)
+                return -errno;
+            if (!is_file_at_path(l->fd, l->path) && tries < 2) {
+                close_fd(l); /* held, but on a stale file: look at the one at the path */
+                continue;
+            }
+            if (holder && cap) {
+                ssize_t n = pread(l->fd, holder, cap - 1, 0);
+                holder[n > 0 ? n : 0] = '\0';
+                char *nl = strchr(holder, '\n');
+                if (nl)
+                    *nl = '\0';
+                if (!holder[0])
+                    snprintf(holder, cap, "another process (no details written yet)");
+            }
+            return 0;
+        }
+        if (is_file_at_path(l->fd, l->path))
+            break;
+        close_fd(l); /* closing drops the worthless lock */
+        if (tries >= 2)
+            return UV_EAGAIN;
     }
     int rc = raise_epoch(l->store, &base->fence);
     if (rc) {
@@ -73,16 +104,11 @@ static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_
     return 0;
 }
 
-/* flock(2) holds the open file, not the path: if <data>/job_engine.lock was removed or
- * replaced, another server can lock a new file there, so the holding is over. */
+/* If <data>/job_engine.lock was removed or replaced, another server can lock a new file there,
+ * so the holding is over. */
 static bool file_still_held(ql_lock_t *base) {
     file_lock_t *l = (file_lock_t *)base;
-    if (!base->held)
-        return false;
-    struct stat by_fd, by_path;
-    if (fstat(l->fd, &by_fd) != 0 || stat(l->path, &by_path) != 0)
-        return false;
-    return by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino;
+    return base->held && is_file_at_path(l->fd, l->path);
 }
 
 static void file_release(ql_lock_t *base) {
@@ -93,6 +119,8 @@ static void file_release(ql_lock_t *base) {
         /* Stale details are harmless: the next holder rewrites them. */
     }
     flock(l->fd, LOCK_UN);
+    if (!is_file_at_path(l->fd, l->path))
+        close_fd(l); /* a holding that was lost: the next try opens the file at the path */
     base->held = false;
     base->fence = 0;
 }

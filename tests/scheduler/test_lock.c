@@ -370,11 +370,11 @@ static bool cond_a_logged(const void *arg) {
     return found;
 }
 
-/* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B locks a
- * new file there and raises the fencing epoch. A must notice (its lock check, within a second),
- * stop scheduling, and have its step stopped; B recovers the job and runs it. A stays up as a
- * standby. (cluster.md, Fencing: a stale holder's writes are refused, and no two servers run
- * the same job at once.) */
+/* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B opens
+ * (creates) a new file there, locks it and raises the fencing epoch. A must notice (its lock check,
+ * within a second), stop scheduling, and have its step stopped; B recovers the job and runs it. A
+ * stays up as a standby. (cluster.md, Fencing: a stale holder's writes are refused, and no two
+ * servers run the same job at once.) */
 Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
     create_marker_model();
     uint64_t a_epoch = epoch();
@@ -404,6 +404,13 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
                                   3000),
               "A went back to standby");
     cr_assert_not(w.a.exited, "A stays up");
+
+    /* And it settles: B keeps the lock on the new file over several polls of both servers. */
+    struct stat st;
+    cr_assert_eq(stat(lock_path, &st), 0, "the lock file exists again");
+    ql_test_drive_for(&w.loop, 3500);
+    cr_assert(ql_node_is_master(w.b), "B is still the master");
+    cr_assert_eq(epoch(), a_epoch + 1, "nobody took the lock since");
 }
 
 /* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */
