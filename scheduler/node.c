@@ -148,7 +148,16 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
         return ql_err_set(err, rc, "cannot take the job engine lock: %s", ql_strerror(rc));
     if (acquired) {
         n->holder[0] = '\0';
-        return start_scheduling(n, err);
+        if ((rc = start_scheduling(n, err))) {
+            /* Not half a master: drop what started and the lock, so the next poll tries again
+             * (or another server takes over). */
+            ql_dispatcher_free(n->dispatcher);
+            n->dispatcher = NULL;
+            ql_sched_free(n->sched);
+            n->sched = NULL;
+            ql_lock_release(n->lock);
+        }
+        return rc;
     }
     if (strcmp(holder, n->holder) != 0) {
         ql_log(n->opts.log, QL_LOG_INFO, "node",
