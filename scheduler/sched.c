@@ -459,6 +459,12 @@ static void pick_done(void *arg, int status, const ql_err_t *err) {
 
 /* ---- the fetcher ---- */
 
+struct proj_slot {
+    char name[QL_NAME_MAX + 1];
+    int running;
+    int limit;
+};
+
 typedef struct {
     ql_sched_t *s;
     ql_txn_t *txn;
@@ -467,11 +473,7 @@ typedef struct {
     batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
     size_t n_batch;
     /* per-project running counts and limits, for this pass: every project it meets */
-    struct proj_slot {
-        char name[QL_NAME_MAX + 1];
-        int running;
-        int limit;
-    } * proj;
+    struct proj_slot *proj;
     int n_proj, cap_proj;
 } fetch_ctx_t;
 
@@ -654,7 +656,12 @@ static void start_step(run_t *r) {
         return;
     }
     char why[512];
-    if (ql_sched_step_skipped(r, why, sizeof why)) {
+    int skip = ql_sched_step_skipped(r, why, sizeof why);
+    if (skip < 0) {
+        complete_later(r, 0, QL_ERROR, why);
+        return;
+    }
+    if (skip) {
         log_job(s, QL_LOG_INFO, r, "step skipped step=%02u reason=\"%s\"", r->seq, why);
         /* The reason becomes the step's output, where GET .../output and the CLI show it. */
         free(r->output);
@@ -716,11 +723,8 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     if (rc)
         return rc;
     rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
-    if (rc) {
-        r->result = RESULT_STALE;
+    if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
-    }
-    r->result = RESULT_STALE;
     if (job.state != QL_RUNNING) {
         ql_job_free(&job);
         return 0;

@@ -107,8 +107,9 @@ void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason);
 void ql_sched_check_stopped(ql_sched_t *s);
 /* Starts r's shell step as a process (sched_shell.c). */
 void ql_sched_spawn_shell(run_t *r);
-/* Whether the step r is about to run has a `when` its job's parameters do not meet; why (cap
- * bytes) then says which condition. */
-bool ql_sched_step_skipped(run_t *r, char *why, size_t cap);
+/* Whether the step r is about to run has a `when` its job's parameters do not meet: 1 (why,
+ * cap bytes, says which condition), 0 when it runs, -1 when the parameters cannot be read
+ * (why says so; the step fails). */
+int ql_sched_step_skipped(run_t *r, char *why, size_t cap);
 
 #endif

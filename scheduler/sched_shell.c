@@ -219,71 +219,73 @@ static void pgid_done(void *arg, int status, const ql_err_t *err) {
     free(arg);
 }
 
-bool ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
-    if (!r->def.n_when)
-        return false;
+/* A step's parameters: the QILIN_* ones, then the job's custom ones (ad-hoc jobs, stored with
+ * the job), which reach the step as ${NAME} and as QILIN_PARAM_NAME (ql_template_expand_step
+ * namespaces them). */
+typedef struct {
     params_t p;
-    build_params(r, &p);
-    ql_param_t params[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
-    for (int i = 0; i < P_COUNT; i++) {
-        params[i].name = param_names[i];
-        params[i].value = p.v[i];
-    }
-    ql_err_t err = {0};
+    ql_param_t list[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
+    size_t n;
     custom_params_t custom;
-    size_t n_params = P_COUNT;
-    if (decode_custom_params(&r->jobinfo, &custom, &err) == 0)
-        for (size_t i = 0; i < custom.n; i++) {
-            params[n_params].name = custom.names[i];
-            params[n_params].value = custom.values[i];
-            n_params++;
-        }
+} step_params_t;
+
+static int step_params_build(run_t *r, step_params_t *sp, ql_err_t *err) {
+    build_params(r, &sp->p);
+    for (int i = 0; i < P_COUNT; i++) {
+        sp->list[i].name = param_names[i];
+        sp->list[i].value = sp->p.v[i];
+    }
+    sp->n = P_COUNT;
+    int rc = decode_custom_params(&r->jobinfo, &sp->custom, err);
+    for (size_t i = 0; i < sp->custom.n; i++) {
+        sp->list[sp->n].name = sp->custom.names[i];
+        sp->list[sp->n].value = sp->custom.values[i];
+        sp->n++;
+    }
+    return rc;
+}
+
+int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
+    if (!r->def.n_when)
+        return 0;
+    step_params_t sp;
+    ql_err_t err = {0};
+    if (step_params_build(r, &sp, &err)) {
+        snprintf(why, cap, "%s", err.msg);
+        custom_params_free(&sp.custom);
+        return -1;
+    }
     const char *value = "";
-    const ql_when_t *unmet = ql_when_unmet(&r->def, params, n_params, &value);
+    const ql_when_t *unmet = ql_when_unmet(&r->def, sp.list, sp.n, &value);
     if (unmet) {
         size_t o = (size_t)snprintf(why, cap, "when: %s is '%s', not ", unmet->param, value);
         for (size_t i = 0; i < unmet->n_values && o < cap; i++)
             o += (size_t)snprintf(why + o, cap - o, "%s'%s'", i ? " or " : "", unmet->values[i]);
     }
-    custom_params_free(&custom);
+    custom_params_free(&sp.custom);
     return unmet != NULL;
 }
 
 void ql_sched_spawn_shell(run_t *r) {
     ql_sched_t *s = r->s;
-    params_t p;
-    build_params(r, &p);
-    ql_param_t params[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
-    for (int i = 0; i < P_COUNT; i++) {
-        params[i].name = param_names[i];
-        params[i].value = p.v[i];
-    }
-    /* Custom parameters of ad-hoc jobs are stored with the job: they reach the step as ${NAME}
-     * and as QILIN_PARAM_NAME (ql_template_expand_step namespaces them). */
+    step_params_t sp;
     ql_step_exec_t ex;
     ql_err_t err = {0};
-    custom_params_t custom;
-    int prc = decode_custom_params(&r->jobinfo, &custom, &err);
-    size_t n_params = P_COUNT;
-    for (size_t i = 0; i < custom.n; i++) {
-        params[n_params].name = custom.names[i];
-        params[n_params].value = custom.values[i];
-        n_params++;
-    }
-    if (prc || ql_template_expand_step(&r->def, params, n_params, &ex, &err)) {
-        custom_params_free(&custom);
+    if (step_params_build(r, &sp, &err) ||
+        ql_template_expand_step(&r->def, sp.list, sp.n, &ex, &err)) {
+        custom_params_free(&sp.custom);
         r->outcome = QL_ERROR;
         free(r->msg);
         r->msg = strdup(err.msg);
         ql_sched_step_completed(r);
         return;
     }
-    custom_params_free(&custom);
+    custom_params_free(&sp.custom);
     ql_proc_env_t *env = calloc(ex.n_env ? ex.n_env : 1, sizeof *env);
     char **keys = calloc(ex.n_env ? ex.n_env : 1, sizeof *keys);
     char log_path[4096];
     snprintf(log_path, sizeof log_path, "%s/%s/%s.log", s->opts.log_dir ? s->opts.log_dir : "logs",
-             p.v[P_JOB_ID], p.v[P_STEP_ID]);
+             sp.p.v[P_JOB_ID], sp.p.v[P_STEP_ID]);
     int rc = (env && keys) ? 0 : UV_ENOMEM;
     size_t n_env = 0;
     for (size_t i = 0; !rc && i < ex.n_env; i++) {
