@@ -5,8 +5,6 @@
 #include <string.h>
 #include <uv.h>
 
-extern const char *const ql_template_wellknown[];
-
 static bool known_param(const char *name, const char *const *declared, size_t n_declared) {
     for (size_t i = 0; ql_template_wellknown[i]; i++)
         if (strcmp(ql_template_wellknown[i], name) == 0)

@@ -91,14 +91,11 @@ typedef struct {
     ql_id_t found;
     ql_state_t found_state;
     bool any;
-    bool progressing_only;
 } live_probe_t;
 
 static int live_probe_cb(const ql_live_job_t *j, void *arg) {
     live_probe_t *p = arg;
     if (!j->has_range || !ql_range_overlaps(j->start, j->end, p->start, p->end))
-        return 0;
-    if (p->progressing_only && !ql_state_is_progressing(j->state))
         return 0;
     p->found = j->id;
     p->found_state = j->state;

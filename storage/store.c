@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 static const char *const db_names[DB_COUNT] = {
@@ -341,12 +342,15 @@ static void txn_free(ql_txn_t *t) {
 }
 
 /* LMDB reports a write cut short by a full file system as EIO ("short write, filesystem
- * full?"), which a real I/O error also gives: told apart by whether the file system has room. */
+ * full?"), which a real I/O error also gives: told apart by whether the file system has room
+ * (fewer than 64 pages) for this process (root may use the reserved blocks too). A heuristic: an
+ * I/O error that happens while the disk is nearly full is reported as a full disk. */
 static bool disk_is_full(const ql_store_t *s) {
     struct statvfs fs;
     if (statvfs(s->path, &fs) != 0)
         return false;
-    return (uint64_t)fs.f_bavail * fs.f_frsize < 64 * 4096;
+    uint64_t blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail;
+    return blocks * fs.f_frsize < 64 * 4096;
 }
 
 int ql_txn_commit(ql_txn_t *t) {
