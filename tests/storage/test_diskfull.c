@@ -14,6 +14,8 @@
 
 #include "tests/common/loop_util.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <sched.h>
@@ -91,16 +93,8 @@ static int child_main(const char *dir) {
     if (ql_store_open(&o, &store, &err))
         return CHILD_SETUP;
     ql_txn_t *t;
-    ql_project_t p = {0};
-    strcpy(p.name, "p");
     ql_model_t m = {0};
-    strcpy(m.project, "p");
-    strcpy(m.name, "m");
-    m.partitioned = true;
-    strcpy(m.partition_column, "D");
-    strcpy(m.partition_format, "yyyy-MM-dd");
-    if (ql_txn_begin(store, true, &t) || ql_meta_create_project(t, &p, 1, &err) ||
-        ql_meta_create_model(t, &m, 1, &err) || ql_txn_commit(t))
+    if (ql_test_create_daily_model(store, "p", "m", &m.id, &err))
         return CHILD_SETUP;
 
     uint64_t committed = 0;

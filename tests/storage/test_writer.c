@@ -7,6 +7,8 @@
  */
 #include "storage/storage.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <ftw.h>
 #include <pthread.h>
@@ -52,20 +54,7 @@ static void setup(void) {
     ql_store_opts_t o = {.path = dir};
     ql_err_t err;
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
-    ql_project_t p = {0};
-    strcpy(p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, 1, &err), 0, "%s", err.msg);
-    ql_model_t m = {0};
-    strcpy(m.project, "p");
-    strcpy(m.name, "m");
-    m.partitioned = true;
-    strcpy(m.partition_column, "D");
-    strcpy(m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, 1, &err), 0, "%s", err.msg);
-    model = m.id;
-    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(ql_test_create_daily_model(store, "p", "m", &model, &err), 0, "%s", err.msg);
     atomic_store(&commits, 0);
     ql_store_set_commit_hook(store, commit_hook, NULL);
 }

@@ -1,0 +1,13 @@
+/* Store set-up shared by the storage tests. */
+#ifndef QL_TEST_STORE_UTIL_H
+#define QL_TEST_STORE_UTIL_H
+
+#include "storage/storage.h"
+
+/* Creates project `project` and in it the daily model `model` (partition column D, format
+ * yyyy-MM-dd), in one write transaction; *id gets the model's id. Makes no Criterion call, so a
+ * forked child may use it: returns 0 or the failing code, with err saying why. */
+int ql_test_create_daily_model(ql_store_t *store, const char *project, const char *model,
+                               ql_id_t *id, ql_err_t *err);
+
+#endif
