@@ -92,3 +92,18 @@ void ql_test_write_with_dir(const char *path, const char *text, const char *dir)
     }
     cr_assert_eq(fclose(f), 0, "cannot write %s", path);
 }
+
+bool ql_test_file_has_line(const char *path, const char *const *needles) {
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        found = true;
+        for (size_t i = 0; needles[i]; i++)
+            found = found && strstr(line, needles[i]);
+    }
+    fclose(f);
+    return found;
+}

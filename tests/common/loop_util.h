@@ -22,6 +22,10 @@ bool ql_test_group_gone(int pgid);
 /* ql_test_group_gone for ql_test_drive_until: arg points to the int pgid. */
 bool ql_test_cond_group_gone(const void *arg);
 
+/* Whether the file at path has a line holding every needle (NULL-terminated); false when the
+ * file cannot be read (yet). For the logs of servers run as child processes. */
+bool ql_test_file_has_line(const char *path, const char *const *needles);
+
 /* Removes dir and everything below it. */
 void ql_test_rm_tree(const char *dir);
 /* Writes text to path with every "@DIR@" replaced by dir (test templates that name the test's

@@ -5,6 +5,23 @@
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>
+#include <stdio.h>
+
+ql_config_t *ql_test_node_config(const char *data, const char *templates,
+                                 const char *const *settings) {
+    ql_config_t *cfg;
+    cr_assert_eq(ql_config_new(&cfg), 0);
+    ql_err_t err = {0};
+    char arg[512];
+    snprintf(arg, sizeof arg, "qilin.storage.path=%s", data);
+    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
+    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", templates);
+    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_config_set_arg(cfg, "qilin.storage.map-size=1GiB", &err), 0, "%s", err.msg);
+    for (size_t i = 0; settings && settings[i]; i++)
+        cr_assert_eq(ql_config_set_arg(cfg, settings[i], &err), 0, "%s: %s", settings[i], err.msg);
+    return cfg;
+}
 
 typedef struct {
     ql_submit_op_t op; /* first: the writer hands this pointer back */

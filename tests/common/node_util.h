@@ -7,6 +7,11 @@
 #include <stdint.h>
 #include <uv.h>
 
+/* A new server configuration for tests: store at data, templates file, a 1 GiB map, then each
+ * "key=value" of settings (NULL-terminated, may be NULL) in order; asserts each is accepted. */
+ql_config_t *ql_test_node_config(const char *data, const char *templates,
+                                 const char *const *settings);
+
 /* Submits an INC_BUILD of [start, end) of model through node's writer (the one submission
  * path, submitter ADMIN, created at now), drives loop until it is acknowledged and asserts it
  * was accepted (within deadline_ms), then kicks the node's fetcher, as every submitter does.

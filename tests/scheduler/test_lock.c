@@ -101,15 +101,9 @@ static void stop_a(int sig) {
 /* ---- server B ---- */
 
 static void start_b(void) {
-    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    static const char *const settings[] = {"qilin.step.kill-grace-ms=300", NULL};
+    w.cfg = ql_test_node_config(w.data, w.templates, settings);
     ql_err_t err = {0};
-    char arg[512];
-    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", w.templates);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.step.kill-grace-ms=300", &err), 0);
     ql_log_init(&w.log, QL_LOG_INFO);
     w.log.sink = log_sink;
     ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
@@ -359,15 +353,8 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
 static bool cond_a_logged(const void *arg) {
     char path[160];
     snprintf(path, sizeof path, "%s/a.err", w.dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    char line[2048];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, arg) != NULL;
-    fclose(f);
-    return found;
+    const char *needles[] = {arg, NULL};
+    return ql_test_file_has_line(path, needles);
 }
 
 /* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B opens
@@ -418,18 +405,13 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
 static void expect_start_refused(const char *setting, const char *needle) {
     char dir[] = "/tmp/ql_lock_refuse_XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char templates[128], arg[512];
+    char templates[128], data[128];
     snprintf(templates, sizeof templates, "%s/jobs.yaml", dir);
+    snprintf(data, sizeof data, "%s/data", dir);
     ql_test_write_with_dir(templates, TEMPLATES, dir);
-    ql_config_t *cfg;
-    cr_assert_eq(ql_config_new(&cfg), 0);
+    const char *const settings[] = {setting, NULL};
+    ql_config_t *cfg = ql_test_node_config(data, templates, settings);
     ql_err_t err = {0};
-    snprintf(arg, sizeof arg, "qilin.storage.path=%s/data", dir);
-    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
-    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", templates);
-    cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(cfg, "qilin.storage.map-size=1GiB", &err), 0);
-    cr_assert_eq(ql_config_set_arg(cfg, setting, &err), 0, "%s", err.msg);
     uv_loop_t loop;
     cr_assert_eq(uv_loop_init(&loop), 0);
     ql_node_opts_t no = {.config = cfg, .loop = &loop, .exec_helper = HELPER};

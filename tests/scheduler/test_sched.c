@@ -17,6 +17,7 @@
 #include "scheduler/ql_submit.h"
 
 #include "tests/common/loop_util.h"
+#include "tests/common/node_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -248,15 +249,9 @@ static void start_node(const char *templates, const char *const *settings) {
     snprintf(path, sizeof path, "%s/jobs.yaml", w.dir);
     ql_test_write_with_dir(path, templates, w.dir);
 
-    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    static const char *const fixed[] = {"qilin.step.kill-grace-ms=300", NULL};
+    w.cfg = ql_test_node_config(w.data, path, fixed);
     ql_err_t err = {0};
-    char arg[512];
-    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", path);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.step.kill-grace-ms=300", &err), 0, "%s", err.msg);
     for (size_t i = 0; settings && settings[i]; i++)
         cr_assert_eq(ql_config_set_arg(w.cfg, settings[i], &err), 0, "%s: %s", settings[i],
                      err.msg);

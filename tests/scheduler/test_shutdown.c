@@ -113,17 +113,10 @@ static void setup_with(const char *templates, const char *const *settings) {
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
     ql_test_write_with_dir(w.templates, templates, w.dir);
 
-    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    static const char *const fixed[] = {"qilin.step.kill-grace-ms=300",
+                                        "qilin.shutdown.running-steps=wait", NULL};
+    w.cfg = ql_test_node_config(w.data, w.templates, fixed);
     ql_err_t err = {0};
-    char arg[512];
-    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", w.templates);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.step.kill-grace-ms=300", &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.shutdown.running-steps=wait", &err), 0, "%s",
-                 err.msg);
     for (size_t i = 0; settings && settings[i]; i++)
         cr_assert_eq(ql_config_set_arg(w.cfg, settings[i], &err), 0, "%s: %s", settings[i],
                      err.msg);

@@ -74,18 +74,7 @@ static void start_a(void) {
 
 /* Whether A's log (its stderr) holds every needle (NULL-terminated) on one line. */
 static bool a_logged(const char *const *needles) {
-    FILE *f = fopen(w.a_log, "r");
-    if (!f)
-        return false;
-    char line[2048];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f)) {
-        found = true;
-        for (size_t i = 0; needles[i]; i++)
-            found = found && strstr(line, needles[i]);
-    }
-    fclose(f);
-    return found;
+    return ql_test_file_has_line(w.a_log, needles);
 }
 
 /* The line number in A's log of the nth (from 1) line holding needle, or -1. */
@@ -111,14 +100,8 @@ static bool cond_a_logged(const void *arg) {
 /* ---- server B: a standby in this process ---- */
 
 static void start_b(void) {
-    cr_assert_eq(ql_config_new(&w.cfg), 0);
+    w.cfg = ql_test_node_config(w.data, w.templates, NULL);
     ql_err_t err = {0};
-    char arg[512];
-    snprintf(arg, sizeof arg, "qilin.storage.path=%s", w.data);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", w.templates);
-    cr_assert_eq(ql_config_set_arg(w.cfg, arg, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_config_set_arg(w.cfg, "qilin.storage.map-size=1GiB", &err), 0);
     ql_log_init(&w.log, getenv("QL_TEST_DEBUG") ? QL_LOG_DEBUG : QL_LOG_ERROR);
     ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
     cr_assert_eq(ql_node_start(&no, &w.b, &err), 0, "%s", err.msg);
