@@ -1,6 +1,8 @@
 #include "tests/common/store_util.h"
 
+#include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ql_test_create_daily_model(ql_store_t *store, const char *project, const char *model,
@@ -26,4 +28,17 @@ int ql_test_create_daily_model(ql_store_t *store, const char *project, const cha
         return ql_err_set(err, rc, "cannot commit: %s", ql_strerror(rc));
     *id = m.id;
     return 0;
+}
+
+void ql_test_assert_fsck_clean(ql_store_t *store) {
+    ql_fsck_report_t r;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
+    fclose(out);
+    bool clean = r.violations == 0;
+    if (!clean)
+        cr_assert_fail("fsck found violations:\n%s", text);
+    free(text);
 }

@@ -10,4 +10,7 @@
 int ql_test_create_daily_model(ql_store_t *store, const char *project, const char *model,
                                ql_id_t *id, ql_err_t *err);
 
+/* Runs fsck on store and asserts it finds no violation (the report is in the failure). */
+void ql_test_assert_fsck_clean(ql_store_t *store);
+
 #endif

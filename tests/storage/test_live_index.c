@@ -7,6 +7,8 @@
 
 #include "tests/common/loop_util.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,17 +275,6 @@ static void downgrade_to_schema_1(void) {
     cr_assert_eq(ql_txn_commit(t), 0);
 }
 
-static void assert_fsck_clean(void) {
-    ql_fsck_report_t r;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
-    fclose(out);
-    cr_assert_eq(r.violations, 0, "fsck found violations:\n%s", text);
-    free(text);
-}
-
 Test(live_index, a_schema_1_store_is_upgraded_in_place_and_refused_read_only) {
     ql_txn_t *t = txn_begin(true);
     put_project(t);
@@ -320,7 +311,7 @@ Test(live_index, a_schema_1_store_is_upgraded_in_place_and_refused_read_only) {
     cr_assert_eq(s.n, 1);
     cr_assert(ql_id_eq(&s.ids[0], &a.id));
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
     ql_store_close(store);
     store = open_store(false, &err);
     cr_assert_not_null(store, "reopen: %s", err.msg);
@@ -337,7 +328,7 @@ Test(live_index, fsck_reports_overlapping_live_jobs_of_one_model) {
     put_job(t, &other, true, 5 * DAY, 6 * DAY, QL_READY); /* another model: no overlap */
     put_job(t, &m, true, 9 * DAY, 11 * DAY, QL_SUCCEED);  /* final: not live */
     cr_assert_eq(ql_txn_commit(t), 0);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 
     t = txn_begin(true);
     put_job(t, &m, true, 3 * DAY, 4 * DAY, QL_PAUSED); /* inside [0, 10d): bypasses the rules */
@@ -383,7 +374,7 @@ Test(live_index, every_kind_of_job_update_keeps_indexes_and_counters_exact) {
         j.range_start = steps[i].start;
         cr_assert_eq(ql_job_put(t, &j), 0);
         cr_assert_eq(ql_txn_commit(t), 0);
-        assert_fsck_clean();
+        ql_test_assert_fsck_clean(store);
         t = txn_begin(false);
         uint64_t n = 0;
         cr_assert_eq(ql_job_count(t, "p", 1u << steps[i].state, &n), 0);

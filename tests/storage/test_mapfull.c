@@ -114,17 +114,6 @@ static void slot_done(void *arg, int status, const ql_err_t *err) {
     answer_done(&s->answer, status, err);
 }
 
-static void assert_fsck_clean(void) {
-    ql_fsck_report_t r;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
-    fclose(out);
-    cr_assert_eq(r.violations, 0, "fsck found violations:\n%s", text);
-    free(text);
-}
-
 static bool has_u64(const char *key) {
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(store, false, &t), 0);
@@ -148,7 +137,7 @@ Test(mapfull, lmdb_leaves_the_parent_usable_after_a_nested_map_full) {
     cr_assert_eq(ql_meta_put_u64(top, "parent", 42), 0, "the parent still writes");
     cr_assert_eq(ql_txn_commit(top), 0);
     cr_assert(has_u64("before") && has_u64("after") && has_u64("parent"));
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(mapfull, a_mutation_that_does_not_fit_fails_alone_in_its_batch) {
@@ -168,7 +157,7 @@ Test(mapfull, a_mutation_that_does_not_fit_fails_alone_in_its_batch) {
     cr_assert_eq(st.failed, 1);
     cr_assert(has_u64("a") && has_u64("c"), "the others in the batch committed");
     ql_writer_free(w);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(mapfull, filling_the_map_fails_cleanly_and_keeps_what_was_committed, .timeout = 120) {
@@ -210,7 +199,7 @@ Test(mapfull, filling_the_map_fails_cleanly_and_keeps_what_was_committed, .timeo
         ql_segment_free(&s);
     }
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 
     /* The same writer keeps behaving: small writes fail or succeed, never anything else, and
      * a mutation that does not fit still fails with the same clear error. */
@@ -242,7 +231,7 @@ Test(mapfull, filling_the_map_fails_cleanly_and_keeps_what_was_committed, .timeo
     cr_assert_eq(ql_segment_count(t, &model, &count), 0);
     cr_assert_eq(count, n);
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
     ql_store_stat_t st;
     cr_assert_eq(ql_store_stat(store, &st), 0);
     cr_assert_eq(st.map_size, MAP_SIZE);
@@ -349,6 +338,6 @@ Test(mapfull, group_commit_filling_the_map, .timeout = 120) {
     cr_assert_eq(ql_segment_count(t, &model, &count), 0);
     cr_assert_eq(count, ok, "exactly the acknowledged builds are stored");
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
     free(items);
 }

@@ -10,6 +10,8 @@
 #include "storage/storage.h"
 #include "storage/store_int.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -235,17 +237,6 @@ static ql_job_t get_job(const ql_id_t *id) {
     return j;
 }
 
-static void assert_fsck_clean(void) {
-    ql_fsck_report_t r;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
-    fclose(out);
-    cr_assert_eq(r.violations, 0, "fsck found violations:\n%s", text);
-    free(text);
-}
-
 /* ---- fixture ---- */
 
 static void setup(void) {
@@ -300,7 +291,7 @@ Test(meta, build_creates_a_new_segment_and_a_ready_job) {
     cr_assert_eq(j.n_steps, 3);
     cr_assert_str_eq(j.model_name, "m");
     ql_job_free(&j);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, overlapping_build_is_refused_whatever_the_segment_status) {
@@ -318,7 +309,7 @@ Test(meta, overlapping_build_is_refused_whatever_the_segment_status) {
         ql_err_t err = fails(&op, QL_ESEGOVERLAP, "KE-010022202");
         cr_assert_not_null(strstr(err.msg, "overlaps with the built segments"), "%s", err.msg);
     }
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, adjacent_ranges_are_fine) {
@@ -329,7 +320,7 @@ Test(meta, adjacent_ranges_are_fine) {
     finish(&b.job_out, QL_SUCCEED, false);
     op_t d = build(300, 301);
     ok(&d);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- a job must not be created while a non-final job targets an overlapping range ---- */
@@ -358,7 +349,7 @@ Test(meta, live_job_over_the_range_conflicts) {
     /* Outside its range there is no conflict. */
     op_t beside = build(2000, 2100);
     ok(&beside);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, a_finished_job_does_not_conflict) {
@@ -378,7 +369,7 @@ Test(meta, a_finished_job_does_not_conflict) {
     op_t a = build(1500, 1600), b = build(3000, 4000);
     ok(&a);
     ok(&b);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, a_live_job_of_another_model_does_not_conflict) {
@@ -393,7 +384,7 @@ Test(meta, a_live_job_of_another_model_does_not_conflict) {
     ok(&a);
     op_t b = {.kind = OP_BUILD, .model = m2.m.id, .start = 0, .end = 100};
     ok(&b);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- builds that cannot be ---- */
@@ -403,7 +394,7 @@ Test(meta, full_load_model_is_refused) {
     ql_err_t err = fails(&op, QL_EFULLLOAD, NULL);
     cr_assert_not_null(strstr(err.msg, "full-load"), "%s", err.msg);
     cr_assert_not_null(strstr(err.msg, "'full'"), "names the model: %s", err.msg);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, empty_range_is_refused) {
@@ -419,7 +410,7 @@ Test(meta, empty_range_is_refused) {
                 .start = 10,
                 .end = 10};
     fails(&job, QL_EEMPTYRANGE, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, build_on_a_missing_model_is_enotfound) {
@@ -459,7 +450,7 @@ Test(meta, merge_rejections) {
     three.ids[1] = b;
     ql_store_new_id(store, &three.ids[2]);
     fails(&three, QL_ENOTFOUND, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, merge_of_contiguous_ready_and_warning_segments) {
@@ -489,7 +480,7 @@ Test(meta, merge_of_contiguous_ready_and_warning_segments) {
     ql_txn_abort(t);
     ql_job_free(&j);
     /* The merge's NEW segment over its sources is the one overlap fsck allows. */
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, segments_being_refreshed_cannot_be_merged_refreshed_or_deleted) {
@@ -527,7 +518,7 @@ Test(meta, segments_being_refreshed_cannot_be_merged_refreshed_or_deleted) {
     fails(&me, QL_EJOBCONFLICT, "KE-010032206");
     op_t de = del(&e);
     fails(&de, QL_ESEGLOCKED, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, refresh_of_a_new_segment_is_erefresh) {
@@ -539,7 +530,7 @@ Test(meta, refresh_of_a_new_segment_is_erefresh) {
     op_t missing = {.kind = OP_REFRESH, .model = model};
     ql_store_new_id(store, &missing.ids[0]);
     fails(&missing, QL_ENOTFOUND, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- deleting segments ---- */
@@ -559,7 +550,7 @@ Test(meta, delete_under_a_ready_or_running_job_is_locked) {
     ok(&nb);
     op_t dn = del(&nb.seg_out);
     fails(&dn, QL_ESEGLOCKED, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* metadata.md: segments being merged or refreshed cannot be deleted until that job ends, and
@@ -586,7 +577,7 @@ Test(meta, delete_under_a_paused_or_error_job_is_refused_until_it_ends) {
     cr_assert(!get_seg(&a, &s));
     op_t missing = del(&a);
     fails(&missing, QL_ENOTFOUND, NULL);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- outcomes ---- */
@@ -614,7 +605,7 @@ Test(meta, inc_build_outcomes) {
     /* The discarded range can be built again. */
     op_t again = build(200, 400);
     ok(&again);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, refresh_success_replaces_its_source) {
@@ -632,7 +623,7 @@ Test(meta, refresh_success_replaces_its_source) {
     cr_assert_eq(s.start, 0);
     cr_assert_eq(s.end, 100);
     ql_segment_free(&s);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, refresh_discard_keeps_its_source) {
@@ -648,7 +639,7 @@ Test(meta, refresh_discard_keeps_its_source) {
     cr_assert_eq(s.status, QL_SEG_READY);
     ql_segment_free(&s);
     cr_assert(!get_seg(&fresh, &s));
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, merge_success_replaces_its_sources_and_moves_to_layer_0) {
@@ -688,7 +679,7 @@ Test(meta, merge_success_replaces_its_sources_and_moves_to_layer_0) {
     /* And nothing may be built over it. */
     op_t over = build(10, 20);
     fails(&over, QL_ESEGOVERLAP, "KE-010022202");
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- names ---- */
@@ -740,7 +731,7 @@ Test(meta, names_are_validated_with_the_field_named) {
     op_t job = {.kind = OP_JOB, .model = model, .type = "lower_case"};
     err = fails(&job, QL_EINVAL, NULL);
     cr_assert_eq(strncmp(err.msg, "type:", 5), 0, "%s", err.msg);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(meta, duplicates_and_missing_parents) {
@@ -758,7 +749,7 @@ Test(meta, duplicates_and_missing_parents) {
     cr_assert_not_null(strstr(err.msg, "'nowhere'"), "%s", err.msg);
     op_t job = {.kind = OP_JOB, .model = fullmodel, .type = "CUSTOM_EXPORT"};
     ok(&job); /* an ad-hoc job without a range */
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- fencing tokens (cluster.md, Fencing) ---- */

@@ -6,6 +6,8 @@
 #include "storage/storage.h"
 #include "storage/store_int.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -68,17 +70,6 @@ static ql_txn_t *rtxn(void) {
 
 static void commit(ql_txn_t *t) {
     cr_assert_eq(ql_txn_commit(t), 0);
-}
-
-static void assert_fsck_clean(void) {
-    ql_fsck_report_t r;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
-    fclose(out);
-    cr_assert_eq(r.violations, 0, "fsck found violations:\n%s", text);
-    free(text);
 }
 
 static void put_project(ql_txn_t *t, const char *name) {
@@ -326,7 +317,7 @@ Test(store, models) {
     cr_assert_eq(ql_model_count(t, "p1", &n), 0);
     cr_assert_eq(n, 2);
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- segments ---- */
@@ -407,7 +398,7 @@ Test(store, segments_put_get_delete_count) {
     cr_assert_eq(l->n, 0, "the moved segment no longer covers its old range");
     free(l);
     ql_txn_abort(t);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(store, segment_foreach_is_in_start_order_across_layers) {

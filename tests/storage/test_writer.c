@@ -159,17 +159,6 @@ static uint64_t segment_count(void) {
     return n;
 }
 
-static void assert_fsck_clean(void) {
-    ql_fsck_report_t r;
-    char *text = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&text, &len);
-    cr_assert_eq(ql_store_fsck(store, out, &r), 0);
-    fclose(out);
-    cr_assert_eq(r.violations, 0, "fsck found violations:\n%s", text);
-    free(text);
-}
-
 /* ---- manual mode ---- */
 
 Test(writer, manual_mode_applies_only_on_flush) {
@@ -205,7 +194,7 @@ Test(writer, manual_mode_applies_only_on_flush) {
     cr_assert_eq(ql_writer_flush(w), 0);
     ql_writer_free(w);
     answers_destroy(&a);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 Test(writer, max_batch_splits_transactions) {
@@ -267,7 +256,7 @@ Test(writer, a_failing_mutation_fails_alone) {
     ql_txn_abort(t);
     ql_writer_free(w);
     answers_destroy(&a);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- many concurrent submitters ---- */
@@ -348,7 +337,7 @@ Test(writer, concurrent_submitters_share_commits, .timeout = 120) {
     ql_txn_abort(t);
     free(b);
     answers_destroy(&a);
-    assert_fsck_clean();
+    ql_test_assert_fsck_clean(store);
 }
 
 /* ---- the notify hook and ql_writer_complete ---- */
