@@ -7,7 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define STANDBY_POLL_MS 1000
+/* How often a standby tries the lock and the master checks it still holds it. */
+#define LOCK_POLL_MS 1000
 
 struct ql_node {
     ql_node_opts_t opts;
@@ -21,8 +22,8 @@ struct ql_node {
     ql_dispatcher_t *dispatcher;
     uv_async_t wake;
     bool wake_init;
-    ql_timer_t standby_timer;
-    bool standby_init;
+    ql_timer_t lock_timer;
+    bool lock_timer_init;
     char holder[256];
     char exec_helper[PATH_MAX];
     char log_dir[PATH_MAX];
@@ -84,7 +85,7 @@ static void on_fenced(void *arg) {
     ql_node_t *n = arg;
     n->fenced = true;
     if (!n->stopping && !n->demoting)
-        ql_timer_start(&n->standby_timer, 0, lock_timer_cb, n);
+        ql_timer_start(&n->lock_timer, 0, lock_timer_cb, n);
 }
 
 static int start_scheduling(ql_node_t *n, ql_err_t *err) {
@@ -220,10 +221,10 @@ static void sched_demoted(void *arg) {
         close_handles(n);
         return;
     }
-    ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, lock_timer_cb, n);
+    ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
 }
 
-/* Every STANDBY_POLL_MS: stale reader slots are freed; a standby tries the lock; the master
+/* Every LOCK_POLL_MS: stale reader slots are freed; a standby tries the lock; the master
  * checks it still holds it. */
 static void lock_timer_cb(ql_timer_t *t, void *arg) {
     ql_node_t *n = arg;
@@ -248,7 +249,7 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
             ql_log(n->opts.log, QL_LOG_ERROR, "node", "%s", err.msg);
     }
     if (!n->stopping)
-        ql_timer_start(t, STANDBY_POLL_MS, lock_timer_cb, n);
+        ql_timer_start(t, LOCK_POLL_MS, lock_timer_cb, n);
 }
 
 static int load_templates(ql_node_t *n, ql_err_t *err) {
@@ -289,11 +290,11 @@ static void timer_closed(ql_timer_t *t) {
 
 static void close_handles(ql_node_t *n) {
     n->closing = 1; /* this function's own reference */
-    if (n->standby_init) {
+    if (n->lock_timer_init) {
         n->closing++;
-        ql_timer_stop(&n->standby_timer);
-        n->standby_timer.arg = n;
-        ql_timer_close(&n->standby_timer, timer_closed);
+        ql_timer_stop(&n->lock_timer);
+        n->lock_timer.arg = n;
+        ql_timer_close(&n->lock_timer, timer_closed);
     }
     if (n->wake_init) {
         n->closing++;
@@ -369,9 +370,9 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     }
     if ((rc = try_lock(n, err)))
         goto fail;
-    ql_timer_init(n->clock, &n->standby_timer);
-    n->standby_init = true;
-    ql_timer_start(&n->standby_timer, STANDBY_POLL_MS, lock_timer_cb, n);
+    ql_timer_init(n->clock, &n->lock_timer);
+    n->lock_timer_init = true;
+    ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
     *out = n;
     return 0;
 fail:
