@@ -58,9 +58,15 @@ static int file_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_
      * (creating it) and try again; twice covers a replacement racing with this call. */
     for (int tries = 0;; tries++) {
         if (l->fd < 0) {
-            l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            /* 0600: whoever can open the file can flock it, and a foreign holder stops every
+             * server of this store from scheduling. A file left 0644 by an older version is
+             * tightened (when it is ours; otherwise fchmod fails and the mode stays). */
+            l->fd = open(l->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
             if (l->fd < 0)
                 return -errno;
+            struct stat st;
+            if (fstat(l->fd, &st) == 0 && (st.st_mode & 077) && st.st_uid == geteuid())
+                (void)fchmod(l->fd, 0600);
         }
         if (flock(l->fd, LOCK_EX | LOCK_NB) != 0) {
             if (errno != EWOULDBLOCK)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* How often a standby tries the lock and the master checks it still holds it. */
@@ -323,6 +324,12 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                           .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size")};
     if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
         goto fail;
+    struct stat dst;
+    if (stat(path, &dst) == 0 && (dst.st_mode & 007))
+        ql_log(n->opts.log, QL_LOG_WARN, "node",
+               "the data directory is open to every local user (mode %03o): files an older "
+               "version made readable there stay readable; chmod o-rwx it path=%s",
+               (unsigned)(dst.st_mode & 0777), path);
     uint64_t old_major, old_minor;
     if (ql_store_upgraded_from(n->store, &old_major, &old_minor))
         ql_log(n->opts.log, QL_LOG_INFO, "node",

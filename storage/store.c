@@ -47,6 +47,9 @@ int ql_store_mdb_err(int rc) {
     }
 }
 
+/* Creates path and its missing parents 0750: the store, its lock and the step logs are the
+ * server user's (and its group's, for an operator's tools), never every local user's. An existing
+ * directory keeps its mode; the node warns when others may enter it. */
 static int mkdir_p(const char *path) {
     char buf[4096];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
@@ -55,11 +58,11 @@ static int mkdir_p(const char *path) {
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(buf, 0755) && errno != EEXIST)
+        if (mkdir(buf, 0750) && errno != EEXIST)
             return -errno;
         *p = '/';
     }
-    if (mkdir(buf, 0755) && errno != EEXIST)
+    if (mkdir(buf, 0750) && errno != EEXIST)
         return -errno;
     return 0;
 }
@@ -163,7 +166,9 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
     if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_mapsize(s->env, s->map_size)) ||
         (rc = mdb_env_set_maxdbs(s->env, DB_COUNT + 2)) ||
         (rc = mdb_env_set_maxreaders(s->env, opts->max_readers ? opts->max_readers : 126)) ||
-        (rc = mdb_env_open(s->env, s->path, flags, 0640))) {
+        /* 0600: data.mdb and lock.mdb are the server user's alone (a reader slot in lock.mdb
+         * is writable state, and the metadata is nobody else's to read). */
+        (rc = mdb_env_open(s->env, s->path, flags, 0600))) {
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the store at %s: %s", s->path, mdb_strerror(rc));
         ql_store_close(s);
