@@ -4,7 +4,9 @@
  * See ql_api.h for the threading and durability rules.
  */
 #include "api/api_int.h"
+#include "api/ql_admin_password.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,8 @@ int ql_api_http_status(int code) {
         return 400;
     case QL_EAUTH:
         return 401;
+    case QL_EFORBIDDEN:
+        return 403;
     case QL_ENOTFOUND:
         return 404;
     case QL_EEXIST:
@@ -307,17 +311,44 @@ int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsig
 
 /* ---- life cycle ---- */
 
+/* The generated ADMIN user when qilin.server.users is empty: its password is read from (or
+ * first written to) <data>/admin.password and only its hash is kept. Writes the hash into
+ * hash (caller's, QL_AUTH_HASH_MAX bytes). */
+static int generated_admin(ql_api_t *api, char *hash, ql_err_t *err) {
+    const char *dir = ql_config_get_str(api->cfg, "qilin.storage.path");
+    char pw[QL_ADMIN_PASSWORD_MAX], path[4096];
+    bool created;
+    int rc = ql_admin_password_load(dir, pw, sizeof pw, &created, err);
+    if (rc)
+        return rc;
+    rc = ql_auth_hash_password(pw, hash, QL_AUTH_HASH_MAX);
+    sodium_memzero(pw, sizeof pw);
+    if (rc)
+        return ql_err_set(err, rc, "cannot hash the ADMIN password: %s", ql_strerror(rc));
+    /* The path, never the password: the log may be read by others. */
+    ql_log(api->log, QL_LOG_INFO, "api",
+           "%s user=ADMIN password_file=%s (no qilin.server.users configured)",
+           created ? "generated a random password" : "password read",
+           ql_admin_password_path(dir, path, sizeof path) ? path : dir);
+    return 0;
+}
+
 static int make_auth(ql_api_t *api, ql_err_t *err) {
     const ql_config_user_t *users;
     size_t n = ql_config_users(api->cfg, &users);
     ql_auth_user_t *au = calloc(n ? n : 1, sizeof *au);
     if (!au)
         return ql_err_set(err, UV_ENOMEM, "out of memory");
+    char hash[QL_AUTH_HASH_MAX];
     size_t k = 0;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        if (users[i].builtin)
-            continue; /* no configured users: ql_auth's built-in default */
+        if (users[i].builtin) {
+            /* No configured users: ADMIN with the generated password. */
+            if (!(rc = generated_admin(api, hash, err)))
+                au[k++] = (ql_auth_user_t){QL_AUTH_DEFAULT_USER, hash, QL_AUTH_ROLE_ADMIN};
+            continue;
+        }
         au[k].name = users[i].name;
         au[k].hash = users[i].password_hash;
         if (ql_auth_role_parse(users[i].role, &au[k].role))
@@ -353,7 +384,18 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
     for (size_t i = 0; i < n_modes && off < sizeof api->mode; i++)
         off += (size_t)snprintf(api->mode + off, sizeof api->mode - off, "%s%s", i ? "," : "",
                                 modes[i]);
-    int rc = make_auth(api, err);
+    api->adhoc_commands = ql_config_get_bool(api->cfg, "qilin.adhoc.allow-commands");
+    const char *listen_host;
+    int listen_port;
+    ql_config_get_address(api->cfg, "qilin.server.listen", &listen_host, &listen_port);
+    const char *const *extra_hosts;
+    size_t n_extra = ql_config_get_list(api->cfg, "qilin.server.allowed-hosts", &extra_hosts);
+    int rc = ql_api_hosts_init(&api->hosts, listen_host, extra_hosts, n_extra);
+    if (rc) {
+        free(api);
+        return ql_err_set(err, rc, "out of memory");
+    }
+    rc = make_auth(api, err);
     if (!rc && (rc = ql_submit_cache_new(0, &api->norm)))
         ql_err_set(err, rc, "out of memory");
     if (!rc && (rc = ql_http_router_new(&api->router)))
@@ -367,7 +409,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
             ql_err_set(err, rc, "cannot register the routes: %s", ql_strerror(rc));
     }
     if (!rc) {
-        ql_http_config_t hc = {.handler = ql_http_router_handle, .handler_arg = api->router};
+        ql_http_config_t hc = {.handler = ql_api_gate_handle, .handler_arg = api};
         ql_http_limits_default(&hc.limits);
         hc.limits.max_body_bytes =
             (size_t)ql_config_get_size(api->cfg, "qilin.http.max-body-bytes");
@@ -389,6 +431,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
             ql_auth_free(api->auth);
         ql_submit_cache_free(api->norm);
         ql_http_router_free(api->router);
+        ql_api_hosts_free(&api->hosts);
         /* The server was not created when rc is set: nothing is open on the loop. */
         free(api);
         return rc;
@@ -403,7 +446,15 @@ int ql_api_listen(ql_api_t *api, const char *hostport, ql_err_t *err) {
         return ql_err_set(err, rc, "qilin.server.listen: cannot listen on %s: %s", hostport,
                           ql_strerror(rc));
     api->listening = true;
-    return ql_auth_check_listen(api->auth, ql_http_server_is_loopback(api->server), err);
+    bool loopback = ql_http_server_is_loopback(api->server);
+    if ((rc = ql_auth_check_listen(api->auth, loopback, err)))
+        return rc;
+    /* Allowed, since an operator configured it, but never silently: every local user knows it. */
+    if (ql_auth_uses_default_password(api->auth))
+        ql_log(api->log, QL_LOG_WARN, "api",
+               "user ADMIN accepts Kylin's public default password KYLIN (its hash is in "
+               "qilin.server.users): every local user can use the API as ADMIN");
+    return 0;
 }
 
 int ql_api_port(const ql_api_t *api, int *port) {
@@ -454,6 +505,7 @@ void ql_api_free(ql_api_t *api) {
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
     ql_submit_cache_free(api->norm);
+    ql_api_hosts_free(&api->hosts);
     free(api);
 }
 

@@ -2,7 +2,8 @@
  * POST /jobs: an ad-hoc job from a JSON or YAML definition (ql_adhoc_parse, the loader of
  * conf/jobs.yaml), its steps given or taken from the template chain of its type, submitted with
  * ql_meta_submit_job. Its custom parameters are stored with the job, in the same transaction,
- * as a msgpack map that scheduler/sched_shell.c gives to every shell step.
+ * as a msgpack map that scheduler/sched_shell.c gives to every shell step. Shell steps given in
+ * the request itself need qilin.adhoc.allow-commands (403 QL_EFORBIDDEN otherwise).
  */
 #include "api/api_int.h"
 
@@ -142,6 +143,15 @@ static int prepare_adhoc(ql_api_t *api, ql_http_req_t *req, adhoc_op_t *op, ql_e
     int rc = parse_adhoc(req, &op->def, err);
     if (rc)
         return rc == QL_EINVAL || rc == QL_ETOOBIG ? QL_EINVAL : rc;
+    /* A shell step of the request's own runs any program as the server's user: only when the
+     * operator said so. Steps from the templates are the operator's, so they stay allowed. */
+    for (size_t i = 0; i < op->def.n_steps && !api->adhoc_commands; i++)
+        if (op->def.steps[i].kind == QL_STEP_SHELL)
+            return ql_err_set(err, QL_EFORBIDDEN,
+                              "steps[%zu] '%s': shell steps in ad-hoc jobs are off on this "
+                              "server (qilin.adhoc.allow-commands: false); use a job type of the "
+                              "templates, or noop, sleep, warn or fail steps",
+                              i, op->def.steps[i].name);
     const char *type = op->def.type;
     if (!strcmp(type, "INC_BUILD") || !strcmp(type, "INDEX_REFRESH") ||
         !strcmp(type, "INDEX_MERGE"))

@@ -15,6 +15,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The names a request's Host header may give (api_gate.c). */
+typedef struct ql_api_hosts {
+    char **names; /* owned; compared ignoring case, IP literals by address */
+    size_t n;
+    bool any_ip; /* listening on every address: any IP literal is this server */
+} ql_api_hosts_t;
+
 struct ql_api {
     uv_loop_t *loop;
     ql_node_t *node;
@@ -25,8 +32,10 @@ struct ql_api {
     ql_http_server_t *server;
     bool closing;
     bool listening;
-    bool writes_allowed; /* kylin.server.mode has all or job */
-    char mode[64];       /* kylin.server.mode as configured, for messages */
+    bool writes_allowed;  /* kylin.server.mode has all or job */
+    char mode[64];        /* kylin.server.mode as configured, for messages */
+    ql_api_hosts_t hosts; /* Host values accepted (listen address, allowed-hosts) */
+    bool adhoc_commands;  /* qilin.adhoc.allow-commands: ad-hoc jobs may give shell steps */
     int64_t page_size_max;
     void (*close_done)(void *arg);
     void *close_arg;
@@ -63,6 +72,26 @@ enum {
  * header allows JSON, and for writes the server's mode. Answers (consuming req) and returns
  * false when the request must stop here. */
 bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags);
+
+/* ---- the gate in front of the router (api_gate.c) ---------------------------------- */
+
+/* Fills h (caller's; ql_api_hosts_free) with the Host names a server listening on listen_host
+ * (borrowed; no brackets) accepts, plus the n_extra names at extra (borrowed, copied): the
+ * listen host itself; localhost, 127.0.0.1 and ::1 too when it is loopback or a wildcard; any
+ * IP literal when it is a wildcard (0.0.0.0, ::). Returns 0 or UV_ENOMEM. */
+int ql_api_hosts_init(ql_api_hosts_t *h, const char *listen_host, const char *const *extra,
+                      size_t n_extra);
+void ql_api_hosts_free(ql_api_hosts_t *h);
+/* Pure decisions: whether a Host header value ("name[:port]", "[v6][:port]") names this server;
+ * whether a write's Content-Type (NULL: none) is JSON or YAML; whether an Origin header (NULL:
+ * none, which passes) is the Host the request was sent to. */
+bool ql_api_host_allowed(const ql_api_hosts_t *h, const char *host_header);
+bool ql_api_write_type_ok(const char *content_type);
+bool ql_api_origin_ok(const char *origin, const char *host_header);
+/* The HTTP server's handler (arg: the ql_api_t): applies the checks above, answering 400
+ * (HTTP/1.1 without Host), 421 (a foreign Host), 415 (a write not in JSON or YAML) or 403 (a
+ * write from a foreign Origin), and hands every other request to the router. */
+void ql_api_gate_handle(ql_http_req_t *req, void *arg);
 
 /* True when an Accept header value (NULL: none) allows a JSON answer. Pure. */
 bool ql_api_accept_ok(const char *accept);

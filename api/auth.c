@@ -15,11 +15,6 @@
 #define WAYS 8
 #define MAX_CREDENTIALS 1024 /* decoded "user:password" bytes */
 
-/* argon2id hash of KYLIN (libsodium interactive limits): the built-in default user's. It is
- * public knowledge anyway, which is exactly why it is allowed on loopback only. */
-static const char default_hash[] = "$argon2id$v=19$m=65536,t=2,p=1$myVrpqv/5lxq7JrbHqaosw$"
-                                   "EfVtjqupYJiPub2MQx0N2exeRgsQc5aAbuCLYnbcF8o";
-
 typedef struct user {
     char *name;
     char *hash;
@@ -204,6 +199,10 @@ static int add_user(ql_auth_t *a, const char *name, const char *hash, ql_auth_ro
 int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, ql_err_t *err) {
     if (sodium_init() < 0)
         return ql_err_set(err, UV_EIO, "libsodium failed to initialise");
+    /* There is no built-in user: a public default password is nobody's secret (the server
+     * makes a random ADMIN password instead, see api/ql_admin_password.h). */
+    if (!cfg || !cfg->n_users)
+        return ql_err_set(err, QL_EINVAL, "no users: give at least one user with a password hash");
     ql_auth_t *a = calloc(1, sizeof *a);
     if (!a)
         return UV_ENOMEM;
@@ -234,8 +233,7 @@ int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, q
     }
     a->cfg.users = NULL; /* copied below; the caller's array is not kept */
     a->default_pw = -1;
-    size_t n = cfg && cfg->n_users ? cfg->n_users : 1;
-    a->users = calloc(n, sizeof *a->users);
+    a->users = calloc(cfg->n_users, sizeof *a->users);
     a->cache_sets = (a->cfg.cache_max + WAYS - 1) / WAYS;
     a->fail_sets = (a->cfg.fail_table_max + WAYS - 1) / WAYS;
     a->cache = calloc(a->cache_sets * WAYS, sizeof *a->cache);
@@ -245,18 +243,8 @@ int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, q
         return UV_ENOMEM;
     }
     int rc = 0;
-    if (!cfg || !cfg->n_users) {
-        rc = add_user(a, QL_AUTH_DEFAULT_USER, default_hash, QL_AUTH_ROLE_ADMIN, err);
-    } else {
-        for (size_t i = 0; i < cfg->n_users && !rc; i++) {
-            const ql_auth_user_t *u = &cfg->users[i];
-            /* A user without a hash is the built-in default: ADMIN with password KYLIN. */
-            if (!u->hash && u->name && strcasecmp(u->name, QL_AUTH_DEFAULT_USER) == 0)
-                rc = add_user(a, u->name, default_hash, u->role, err);
-            else
-                rc = add_user(a, u->name, u->hash, u->role, err);
-        }
-    }
+    for (size_t i = 0; i < cfg->n_users && !rc; i++)
+        rc = add_user(a, cfg->users[i].name, cfg->users[i].hash, cfg->users[i].role, err);
     if (rc) {
         destroy(a);
         return rc;

@@ -256,6 +256,7 @@ static const struct {
     {414, "URI Too Long"},
     {415, "Unsupported Media Type"},
     {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
     {422, "Unprocessable Entity"},
     {429, "Too Many Requests"},
     {431, "Request Header Fields Too Large"},

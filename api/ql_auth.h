@@ -56,7 +56,8 @@ typedef struct ql_auth_user {
     ql_auth_role_t role;
 } ql_auth_user_t;
 
-/* The Kylin default user when no users are configured. */
+/* Kylin's default user and its public password. No user has it unless an operator configures
+ * its hash on purpose (for Kylin's own scripts); ql_auth_check_listen() then keeps it local. */
 #define QL_AUTH_DEFAULT_USER "ADMIN"
 #define QL_AUTH_DEFAULT_PASSWORD "KYLIN"
 
@@ -67,7 +68,7 @@ typedef int (*ql_auth_verify_fn)(const char *hash, const char *password, void *a
 typedef int64_t (*ql_auth_now_fn)(void *arg);
 
 typedef struct ql_auth_config {
-    const ql_auth_user_t *users; /* copied; none: the default ADMIN/KYLIN user */
+    const ql_auth_user_t *users; /* copied; at least one (there is no built-in user) */
     size_t n_users;
     int64_t cache_ttl_ms;   /* default 60000 */
     size_t cache_max;       /* default 1024 entries */
@@ -89,7 +90,7 @@ void ql_auth_config_default(ql_auth_config_t *out);
 /* Creates the authenticator on loop (borrowed, must outlive it). cfg and its users are copied.
  * *out is owned by the caller (ql_auth_free). Returns 0, QL_EINVAL naming the user in err (may
  * be NULL) for an empty or duplicate name or a hash in no accepted format, UV_ENOMEM, or
- * UV_EIO when libsodium cannot initialise. */
+ * UV_EIO when libsodium cannot initialise; QL_EINVAL too when cfg has no users. */
 int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, ql_err_t *err);
 
 /* Frees auth. Verifications in flight finish first: their waiters are then called with
@@ -127,7 +128,7 @@ typedef struct ql_auth_stats {
 
 void ql_auth_stats(const ql_auth_t *auth, ql_auth_stats_t *out);
 
-/* True when a user named ADMIN accepts the password KYLIN (always so without configured users).
+/* True when a user named ADMIN accepts the password KYLIN (only when configured so on purpose).
  * Verifies synchronously once (tens of ms) and remembers: call it at start-up.
  * The rule the server applies (ql_auth_check_listen): the default password is allowed only
  * while the server listens on loopback addresses only. */

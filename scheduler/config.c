@@ -680,9 +680,9 @@ int ql_config_check(const ql_config_t *cfg, ql_err_t *err) {
         char at[300];
         where(at, sizeof at, src, line);
         return ql_err_set(err, QL_EINVAL,
-                          "%s: qilin.server.listen: '%s' is not a loopback address, and the "
-                          "built-in user ADMIN with the default password is in use: set "
-                          "qilin.server.users (password_hash from `qilin passwd`) or "
+                          "%s: qilin.server.listen: '%s' is not a loopback address, and no "
+                          "users are configured (the generated ADMIN password is for local "
+                          "use): set qilin.server.users (password_hash from `qilin passwd`) or "
                           "listen on 127.0.0.1",
                           at, ql_config_get_str(cfg, "qilin.server.listen"));
     }

@@ -133,8 +133,23 @@ static const ql_config_option_t options[] = {
     {.key = "qilin.server.users",
      .type = QL_CONFIG_USERS,
      .def = "",
-     .doc = "API users: a sequence of {name, password_hash, role}. Empty means the built-in "
-            "ADMIN/KYLIN, accepted only on loopback (see Users)."},
+     .doc = "API users: a sequence of {name, password_hash, role}. Empty means ADMIN with a "
+            "random password generated into <data>/admin.password, on loopback only (see "
+            "Users)."},
+    {.key = "qilin.server.allowed-hosts",
+     .type = QL_CONFIG_LIST,
+     .def = "",
+     .doc = "Names (besides the listen address, and localhost when it is loopback) a request's "
+            "Host header may give, e.g. the server's DNS name; any other Host gets 421, so a web "
+            "page cannot reach the API by DNS rebinding.",
+     .check = check_server_name,
+     .accepts = "host names or addresses (A-Z a-z 0-9 . - _ :)"},
+    {.key = "qilin.adhoc.allow-commands",
+     .type = QL_CONFIG_BOOL,
+     .def = "false",
+     .doc = "Whether an ad-hoc job (POST /kylin/api/jobs) may give its own shell steps (any "
+            "argv, run as the server's user). Off: ad-hoc jobs take their type's template steps "
+            "or noop/sleep/warn/fail steps only, and shell steps get 403."},
     /* scheduler */
     {.key = "kylin.job.scheduler.default",
      .type = QL_CONFIG_INT,
@@ -481,10 +496,16 @@ static const char md_users[] =
     "## Users\n"
     "\n"
     "Every `/kylin/api` call needs HTTP Basic auth. With `qilin.server.users` empty (the "
-    "default) there is one user, the built-in `ADMIN` with Kylin's default password `KYLIN`, and "
-    "the server refuses to start on any address but loopback. To set users, give crypt(3) "
-    "password hashes made by `qilin passwd` (argon2id; crypt(3) hashes such as `$y$`, `$6$` or "
-    "`$2b$` from `mkpasswd` work too), never plain passwords. Names match case-insensitively:\n"
+    "default) there is one user, `ADMIN`, whose password the server generates at its first "
+    "start (24 random characters) into `admin.password` in the data directory, a file only the "
+    "server's user can read (mode 0600); later starts read it, and the `qilin` CLI reads it "
+    "when no password is given. It is never logged, and the server refuses to start on any "
+    "address but loopback until users are configured. Kylin's public `ADMIN`/`KYLIN` is not "
+    "accepted unless you configure its hash yourself (`echo KYLIN | qilin passwd --user ADMIN`, "
+    "for Kylin's own scripts); the server then logs a warning, and still listens on loopback "
+    "only. To set users, give password hashes made by `qilin passwd` (argon2id; crypt(3) hashes "
+    "such as `$y$`, `$6$` or `$2b$` from `mkpasswd` work too), never plain passwords. Names "
+    "match case-insensitively:\n"
     "\n"
     "```yaml\n"
     "qilin.server.users:\n"
@@ -504,7 +525,7 @@ int ql_config_write_markdown(FILE *out) {
         char acc[300];
         fprintf(out, "| `%s` | %s | ", o->key, type_name(o->type));
         if (o->type == QL_CONFIG_USERS)
-            fputs("built-in ADMIN/KYLIN", out);
+            fputs("ADMIN, generated password", out);
         else if (o->type == QL_CONFIG_TIMEZONE && !*o->def)
             fputs("(empty: UTC)", out);
         else if (!*o->def)

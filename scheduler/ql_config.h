@@ -19,10 +19,10 @@
  * Kylin has one, Qilin's own under `qilin.`). List-typed keys take a comma-separated string or a
  * YAML sequence; `qilin.server.users` takes a sequence of {name, password_hash, role} mappings.
  *
- * Users. When `qilin.server.users` is empty (the default) the server has exactly one user, the
- * built-in default ADMIN with Kylin's default password KYLIN: its entry has builtin = true and
- * no hash (the config layer does not link a password hasher; the auth layer checks the built-in
- * password itself). ql_config_default_user_in_use() tells that this is the case, and
+ * Users. When `qilin.server.users` is empty (the default) the server has exactly one user,
+ * ADMIN, whose password the API generates into <data>/admin.password (api/ql_admin_password.h):
+ * its entry has builtin = true and no hash (the config layer does not link a password hasher).
+ * ql_config_default_user_in_use() tells that this is the case, and
  * ql_config_check() refuses it on a non-loopback listen address. Configured users must give a
  * hash in a format the authenticator verifies (`$argon2id$` from `qilin passwd`, or crypt(3)
  * `$y$`, `$6$`, `$2b$`, ...), never a plain-text password; names are unique ignoring case.
@@ -89,10 +89,11 @@ typedef struct ql_config_user {
     const char *name;
     const char *password_hash; /* argon2/crypt(3) string; NULL for the built-in default user */
     const char *role;          /* "ADMIN" */
-    bool builtin;              /* the built-in ADMIN/KYLIN: no users are configured */
+    bool builtin;              /* ADMIN with the generated password: no users are configured */
 } ql_config_user_t;
 
-/* The built-in default user's name and password (Kylin's defaults). */
+/* Kylin's default user and its public password, which no server accepts unless an operator
+ * configures its hash (for Kylin's own scripts). */
 #define QL_CONFIG_DEFAULT_USER "ADMIN"
 #define QL_CONFIG_DEFAULT_PASSWORD "KYLIN"
 
@@ -135,8 +136,9 @@ int ql_config_set_users(ql_config_t *cfg, const ql_config_user_t *users, size_t 
  * "--set KEY=VALUE: reason". */
 int ql_config_set_arg(ql_config_t *cfg, const char *arg, ql_err_t *err);
 
-/* Cross-key rules checked once every source is applied: the built-in default password is
- * refused unless qilin.server.listen is a loopback address. Returns 0 or QL_EINVAL. */
+/* Cross-key rules checked once every source is applied: the generated ADMIN user (no users
+ * configured) is refused unless qilin.server.listen is a loopback address. Returns 0 or
+ * QL_EINVAL. */
 int ql_config_check(const ql_config_t *cfg, ql_err_t *err);
 
 /*

@@ -40,6 +40,7 @@ static const struct {
      "data directory has a larger one): give every server the same map size and restart this "
      "one",
      "QL-00025"},
+    {QL_EFORBIDDEN, "forbidden by the server's configuration", "QL-00026"},
 };
 
 const char *ql_strerror(int code) {

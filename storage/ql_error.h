@@ -43,7 +43,8 @@ enum {
     QL_ETRANSIENT = -20023,   /* a transient failure: retry later */
     QL_EDISKFULL = -20024,    /* the file system of the store has no space left */
     QL_EMAPSIZE = -20025,     /* another process grew the store past this process's map size */
-    QL_ERR_LAST = -20026,
+    QL_EFORBIDDEN = -20026,   /* the caller may not do this here (a server setting forbids it) */
+    QL_ERR_LAST = -20027,
 };
 
 /* Returns a static, human-readable name for any Qilin, libuv or errno code. Thread-safe. */

@@ -283,8 +283,24 @@ UNUSED static void resp_free(resp_t *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* "ADMIN:PASSWORD" with the password the server generated in q's data directory (static
+ * buffer); NULL when there is no such file (the server has configured users). */
+UNUSED static const char *generated_admin(const qd_t *q) {
+    static char up[300];
+    char path[400];
+    snprintf(path, sizeof path, "%s/admin.password", q->data);
+    char *pw = read_file(path);
+    if (!pw)
+        return NULL;
+    pw[strcspn(pw, "\r\n")] = '\0';
+    snprintf(up, sizeof up, "ADMIN:%s", pw);
+    free(pw);
+    return up;
+}
+
 /*
- * One request. user: "NAME:PASSWORD", NULL for ADMIN:KYLIN, "" for no credentials. headers: a
+ * One request. user: "NAME:PASSWORD"; NULL for ADMIN with the server's generated password (or,
+ * when the server configures its users, ADMIN:KYLIN); "" for no credentials. headers: a
  * NULL-terminated list of "Name: value" lines (may be NULL); a body without a Content-Type
  * header is sent as application/json.
  */
@@ -308,7 +324,7 @@ UNUSED static resp_t http_req(const qd_t *q, const char *method, const char *pat
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 30000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (!user)
+    if (!user && !(user = generated_admin(q)))
         user = "ADMIN:KYLIN";
     if (user[0]) {
         curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);

@@ -390,9 +390,36 @@ Test(auth, free_with_verification_in_flight) {
     cr_assert_eq(a.status, QL_ESHUTDOWN);
 }
 
-Test(auth, default_user_and_listen_rule) {
+Test(auth, there_is_no_builtin_user) {
+    /* Kylin's ADMIN/KYLIN is public: without configured users nobody gets in, rather than
+     * everybody (the server generates a password instead, see test_server.c). */
     ql_auth_config_t cfg;
     ql_auth_config_default(&cfg);
+    ql_err_t err = {0};
+    ql_auth_t *a = NULL;
+    cr_assert_eq(ql_auth_new(&E.loop, &cfg, &a, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "no users"), "%s", err.msg);
+    cr_assert_null(a);
+    /* An ADMIN entry without a hash used to be the built-in default: now it is a bad entry. */
+    ql_auth_user_t nohash[] = {{"ADMIN", NULL, QL_AUTH_ROLE_ADMIN}};
+    cfg.users = nohash;
+    cfg.n_users = 1;
+    cr_assert_eq(ql_auth_new(&E.loop, &cfg, &a, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "user ADMIN") && strstr(err.msg, "qilin passwd"), "%s", err.msg);
+    cr_assert_null(a);
+}
+
+Test(auth, configured_kylin_password_is_detected_and_kept_on_loopback) {
+    /* An operator who wants Kylin's scripts to work configures the hash of KYLIN on purpose. */
+    char kylin[crypto_pwhash_STRBYTES];
+    cr_assert_eq(crypto_pwhash_str(kylin, "KYLIN", 5, crypto_pwhash_OPSLIMIT_MIN,
+                                   crypto_pwhash_MEMLIMIT_MIN),
+                 0);
+    ql_auth_user_t users[] = {{"ADMIN", kylin, QL_AUTH_ROLE_ADMIN}};
+    ql_auth_config_t cfg;
+    ql_auth_config_default(&cfg);
+    cfg.users = users;
+    cfg.n_users = 1;
     start(&cfg);
     cr_assert(ql_auth_uses_default_password(E.auth));
     ql_err_t err = {0};
@@ -414,12 +441,7 @@ Test(auth, configured_admin_password_lifts_the_rule) {
     start(&cfg);
     cr_assert_not(ql_auth_uses_default_password(E.auth));
     cr_assert_eq(ql_auth_check_listen(E.auth, false, NULL), 0);
-    ql_auth_free(E.auth);
-    /* An ADMIN entry without a hash is the built-in default (as the config layer gives it). */
-    ql_auth_user_t builtin[] = {{"ADMIN", NULL, QL_AUTH_ROLE_ADMIN}};
-    cfg.users = builtin;
-    start(&cfg);
-    cr_assert(ql_auth_uses_default_password(E.auth));
+    cr_assert_eq(check(basic("ADMIN", "KYLIN")).status, QL_EAUTH);
 }
 
 Test(auth, bad_user_config_is_refused) {

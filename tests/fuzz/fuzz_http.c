@@ -106,8 +106,14 @@ static void init(void) {
                        NULL);
     ql_http_router_add(F.router, "GET", "/kylin/api/models/{model}", "model", 0, h_echo, NULL);
     ql_http_router_add(F.router, "GET", "/auth", "auth", QL_HTTP_ROUTE_AUTH, h_echo, NULL);
+    /* One user; fake_verify ignores the hash (only its format is checked) and accepts the
+     * password KYLIN, which the corpus's Authorization headers send. */
+    static const ql_auth_user_t users[] = {
+        {"ADMIN", "$argon2id$v=19$m=65536,t=2,p=1$ZnV6eg$ZnV6eg", QL_AUTH_ROLE_ADMIN}};
     ql_auth_config_t acfg;
     ql_auth_config_default(&acfg);
+    acfg.users = users;
+    acfg.n_users = 1;
     acfg.verify = fake_verify;
     acfg.fail_limit = 1000000; /* every input comes from 127.0.0.1 */
     if (ql_auth_new(&F.loop, &acfg, &F.auth, NULL) != 0)

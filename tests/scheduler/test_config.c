@@ -620,7 +620,7 @@ Test(config, users_from_set_arg) {
     ql_config_free(cfg);
 }
 
-Test(config, default_password_refused_off_loopback) {
+Test(config, generated_admin_refused_off_loopback) {
     ql_config_t *cfg = fresh();
     ql_err_t err = {0};
     static const char *const loopback[] = {"127.0.0.1:7070", "127.1.2.3:1", "localhost:7070",
@@ -632,7 +632,7 @@ Test(config, default_password_refused_off_loopback) {
     cr_assert_eq(ql_config_set_arg(cfg, "qilin.server.listen=0.0.0.0:7070", &err), 0);
     cr_assert_eq(ql_config_check(cfg, &err), QL_EINVAL);
     assert_contains(err.msg, "--set qilin.server.listen=0.0.0.0:7070: qilin.server.listen");
-    assert_contains(err.msg, "default password");
+    assert_contains(err.msg, "no users are configured");
     assert_contains(err.msg, "set qilin.server.users");
     set_ok(cfg, "qilin.server.listen", "[::]:7070");
     cr_assert_eq(ql_config_check(cfg, &err), QL_EINVAL);
