@@ -4,22 +4,27 @@
  * docs/cli.md).
  *
  * Settings resolve per key with the precedence flags > environment (QILIN_SERVER, QILIN_USER,
- * QILIN_PASSWORD) > the config file (--config FILE, else $XDG_CONFIG_HOME/qilin/cli.yaml or
- * ~/.config/qilin/cli.yaml; keys server, user, password) > Kylin's defaults
- * (http://127.0.0.1:7070, ADMIN, KYLIN). A missing default file is fine; a missing --config
- * file, a file that does not parse or an unknown key is a usage error naming file:line.
+ * QILIN_PASSWORD, QILIN_PASSWORD_FILE) > the config file (--config FILE, else
+ * $XDG_CONFIG_HOME/qilin/cli.yaml or ~/.config/qilin/cli.yaml; keys server, user, password,
+ * password-file) > the defaults (http://127.0.0.1:7070, ADMIN, and the password in the password
+ * file, by default data/admin.password: what qilind generates in its default data directory
+ * when no users are configured). There is no default password: Kylin's public KYLIN is sent
+ * only when given. A missing default file is fine; a missing --config file, a file that does
+ * not parse or an unknown key is a usage error naming file:line.
  */
+#include "api/ql_admin_password.h"
 #include "engine/ql_yaml.h"
 #include "tools/cli.h"
 #include "tools/client_int.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define DEFAULT_SERVER "http://127.0.0.1:7070"
 #define DEFAULT_USER "ADMIN"
-#define DEFAULT_PASSWORD "KYLIN"
+#define DEFAULT_PASSWORD_FILE "data/" QL_ADMIN_PASSWORD_FILE
 
 static const ql_cli_group_t *const groups[] = {
     &ql_cli_group_project, &ql_cli_group_model,     &ql_cli_group_segment,
@@ -36,7 +41,7 @@ int ql_cli_is_client_command(const char *name) {
 
 /* The three settings as found in one source; strings borrowed from that source. */
 typedef struct settings {
-    const char *server, *user, *password;
+    const char *server, *user, *password, *password_file;
 } settings_t;
 
 static const char *env(const char *name) {
@@ -67,12 +72,13 @@ static int load_file(ql_cli_t *cli, const char *explicit_path, ql_yaml_doc_t **d
     const ql_yaml_node_t *root = ql_yaml_doc_root(*doc);
     if (ql_yaml_is_null(root))
         return 0;
-    static const char *const keys[] = {"server", "user", "password", NULL};
+    static const char *const keys[] = {"server", "user", "password", "password-file", NULL};
     if (ql_yaml_expect(root, QL_YAML_MAPPING, "the config file", &err) ||
         ql_yaml_check_keys(root, keys, &err) ||
         ql_yaml_get_str(root, "server", QL_YAML_OPTIONAL, &out->server, &err) ||
         ql_yaml_get_str(root, "user", QL_YAML_OPTIONAL, &out->user, &err) ||
-        ql_yaml_get_str(root, "password", QL_YAML_OPTIONAL, &out->password, &err))
+        ql_yaml_get_str(root, "password", QL_YAML_OPTIONAL, &out->password, &err) ||
+        ql_yaml_get_str(root, "password-file", QL_YAML_OPTIONAL, &out->password_file, &err))
         return ql_cli_usage(cli, "config file: %s", err.msg);
     /* Like ssh with its keys: a password others can read deserves a word, not a refusal
      * (the file may sit on a single-user machine). */
@@ -114,8 +120,26 @@ static int setup(ql_cli_t *cli, const ql_cli_args_t *a) {
         server = DEFAULT_SERVER;
     if (!user && !(user = env("QILIN_USER")) && !(user = file.user))
         user = DEFAULT_USER;
-    if (!password && !(password = env("QILIN_PASSWORD")) && !(password = file.password))
-        password = DEFAULT_PASSWORD;
+    char pw_buf[QL_ADMIN_PASSWORD_MAX];
+    pw_buf[0] = '\0';
+    if (!password && !(password = env("QILIN_PASSWORD")) && !(password = file.password)) {
+        const char *pw_file = ql_cli_get(a, "password-file");
+        bool given =
+            pw_file || (pw_file = env("QILIN_PASSWORD_FILE")) || (pw_file = file.password_file);
+        if (!pw_file)
+            pw_file = DEFAULT_PASSWORD_FILE;
+        ql_err_t err = {0};
+        if (ql_admin_password_read(pw_file, false, pw_buf, sizeof pw_buf, &err)) {
+            if (given) {
+                ql_yaml_doc_free(doc);
+                return ql_cli_usage(cli, "--password-file: %s", err.msg);
+            }
+            /* The server will say 401; the note then says what was tried. */
+            snprintf(cli->pw_note, sizeof cli->pw_note,
+                     "no password given, and none read from the password file (%s)", err.msg);
+        }
+        password = pw_buf;
+    }
     if (!*server) {
         ql_yaml_doc_free(doc);
         return ql_cli_usage(cli, "the server URL is empty");
@@ -124,6 +148,7 @@ static int setup(ql_cli_t *cli, const ql_cli_args_t *a) {
     cli->base = base_url(server);
     cli->user = strdup(user);
     cli->password = strdup(password);
+    sodium_memzero(pw_buf, sizeof pw_buf);
     ql_yaml_doc_free(doc);
     if (!cli->base || !cli->user || !cli->password)
         return ql_cli_fail(cli, QL_CLI_USAGE, "out of memory");

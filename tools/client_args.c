@@ -13,7 +13,10 @@
 const ql_cli_opt_t ql_cli_global_opts[] = {
     {"server", 0, "URL", 0, "the server (default http://127.0.0.1:7070)"},
     {"user", 'u', "NAME", 0, "user name (default ADMIN)"},
-    {"password", 0, "PASSWORD", 0, "password (default KYLIN)"},
+    {"password", 0, "PASSWORD", 0, "password (default: read from the password file)"},
+    {"password-file", 0, "FILE", 0,
+     "file whose first line is the password, used when none is given (default "
+     "data/admin.password, the one qilind generates in its default data directory)"},
     {"config", 0, "FILE", 0, "client config file (default ~/.config/qilin/cli.yaml)"},
     {"json", 0, NULL, 0, "print the server's data as JSON, unchanged, for scripts"},
     {"timezone", 0, "ZONE", 0, "read and show times in this IANA zone (default UTC)"},

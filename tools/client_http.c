@@ -136,8 +136,10 @@ static int judge(ql_cli_t *cli, long status, const buf_t *b, json_t **data) {
     if (status == 401) {
         rc = ql_cli_fail(cli, QL_CLI_UNREACHABLE,
                          "authentication failed for user '%s' (HTTP 401)%s%s: check --user and "
-                         "--password (or QILIN_USER, QILIN_PASSWORD, the config file)",
-                         cli->user, msg && *msg ? ": " : "", msg && *msg ? msg : "");
+                         "--password or --password-file (or QILIN_USER, QILIN_PASSWORD, "
+                         "QILIN_PASSWORD_FILE, the config file)%s%s",
+                         cli->user, msg && *msg ? ": " : "", msg && *msg ? msg : "",
+                         cli->pw_note[0] ? "; " : "", cli->pw_note);
     } else if (!json_is_object(root) || !json_is_string(code)) {
         /* Show the start of what came back: usually enough to recognise a proxy or another
          * service. */

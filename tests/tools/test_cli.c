@@ -58,6 +58,10 @@ typedef struct run {
 /* Per-test settings every run gets: a private HOME and, when set, QILIN_SERVER. */
 static char g_home[256];
 static char g_server[128];
+/* When set, runs get QILIN_PASSWORD_FILE=g_pwfile (the real server's generated password). */
+static char g_pwfile[400];
+/* When set, the child runs in this directory. */
+static char g_cwd[400];
 
 typedef struct sbuf {
     char *d;
@@ -81,7 +85,7 @@ static char **child_env(const char *const *extra) {
     size_t n_extra = 0;
     while (extra && extra[n_extra])
         n_extra++;
-    char **env = calloc(n + n_extra + 3, sizeof *env);
+    char **env = calloc(n + n_extra + 4, sizeof *env);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (strncmp(environ[i], "QILIN_", 6) && strncmp(environ[i], "HOME=", 5) &&
@@ -93,6 +97,11 @@ static char **child_env(const char *const *extra) {
     if (g_server[0]) {
         char *s = malloc(strlen(g_server) + 14);
         sprintf(s, "QILIN_SERVER=%s", g_server);
+        env[k++] = s;
+    }
+    if (g_pwfile[0]) {
+        char *s = malloc(strlen(g_pwfile) + 21);
+        sprintf(s, "QILIN_PASSWORD_FILE=%s", g_pwfile);
         env[k++] = s;
     }
     for (size_t i = 0; i < n_extra; i++)
@@ -131,6 +140,8 @@ static void run_full(run_t *r, const char *in, const char *const *extra_env,
         dup2(perr[1], 2);
         for (int fd = 3; fd < 64; fd++)
             close(fd);
+        if (g_cwd[0] && chdir(g_cwd) != 0)
+            _exit(126);
         execve(QILIN, argv, env);
         _exit(127);
     }
@@ -203,6 +214,8 @@ static void make_home(void) {
     snprintf(g_home, sizeof g_home, "/tmp/qilin-cli-home-XXXXXX");
     cr_assert_not_null(mkdtemp(g_home));
     g_server[0] = '\0';
+    g_pwfile[0] = '\0';
+    g_cwd[0] = '\0';
 }
 
 static void rm_rf(const char *dir) {
@@ -801,17 +814,20 @@ Test(cli, settings_precedence, .init = setup_none, .fini = teardown_fake) {
     free(up);
     run_free(&r);
 
-    /* Without any: Kylin's defaults. An explicit --config wins over the default file. */
+    /* Without any: ADMIN, and no password at all (Kylin's public KYLIN is never sent unasked)
+     * when there is no password file. An explicit --config wins over the default file. */
     char other[340];
     snprintf(other, sizeof other, "%s/other.yaml", g_home);
     snprintf(text, sizeof text, "server: %s\n", url);
     write_file(other, text, 0644);
+    snprintf(g_cwd, sizeof g_cwd, "%s", g_home); /* no data/admin.password there */
     RUN(&r, "project", "list", "--config", other);
     EXPECT_EXIT(&r, 0);
     up = basic_user(&F.reqs[3]);
-    cr_assert_str_eq(up, "ADMIN:KYLIN");
+    cr_assert_str_eq(up, "ADMIN:");
     free(up);
     run_free(&r);
+    g_cwd[0] = '\0';
 
     /* A password in a file others can read earns a warning. */
     snprintf(text, sizeof text, "server: %s\npassword: x\n", url);
@@ -820,6 +836,62 @@ Test(cli, settings_precedence, .init = setup_none, .fini = teardown_fake) {
     EXPECT_EXIT(&r, 0);
     EXPECT_IN(r.err, "readable by others");
     run_free(&r);
+}
+
+/* With no password given, the password file: data/admin.password of the working directory (where
+ * qilind's default data directory generates it), or --password-file / QILIN_PASSWORD_FILE /
+ * the config file's password-file. A password given any other way wins over the file. */
+Test(cli, password_file_is_read_when_no_password_is_given, .init = setup_none,
+     .fini = teardown_fake) {
+    fake_start(echo_handler);
+    char dir[300], path[340], other[340];
+    snprintf(dir, sizeof dir, "%s/data", g_home);
+    cr_assert_eq(mkdir(dir, 0750), 0);
+    snprintf(path, sizeof path, "%s/admin.password", dir);
+    write_file(path, "gen3rated-Pw_0123456789ab\n", 0600);
+    snprintf(other, sizeof other, "%s/other.pw", g_home);
+    write_file(other, "from-the-flag\r\n", 0600);
+
+    run_t r;
+    snprintf(g_cwd, sizeof g_cwd, "%s", g_home);
+    RUN(&r, "project", "list");
+    EXPECT_EXIT(&r, 0);
+    char *up = basic_user(&F.reqs[0]);
+    cr_assert_str_eq(up, "ADMIN:gen3rated-Pw_0123456789ab");
+    free(up);
+    run_free(&r);
+
+    RUN(&r, "project", "list", "--password-file", other);
+    EXPECT_EXIT(&r, 0);
+    up = basic_user(&F.reqs[1]);
+    cr_assert_str_eq(up, "ADMIN:from-the-flag");
+    free(up);
+    run_free(&r);
+
+    char envpw[400];
+    snprintf(envpw, sizeof envpw, "QILIN_PASSWORD_FILE=%s", other);
+    const char *env[] = {envpw, NULL};
+    RUN_ENV(&r, env, "project", "list");
+    EXPECT_EXIT(&r, 0);
+    up = basic_user(&F.reqs[2]);
+    cr_assert_str_eq(up, "ADMIN:from-the-flag");
+    free(up);
+    run_free(&r);
+
+    RUN(&r, "project", "list", "--password", "given");
+    EXPECT_EXIT(&r, 0);
+    up = basic_user(&F.reqs[3]);
+    cr_assert_str_eq(up, "ADMIN:given");
+    free(up);
+    run_free(&r);
+
+    /* A file named on purpose must be there: a usage error naming it, and no request. */
+    RUN(&r, "project", "list", "--password-file", "/nonexistent/pw");
+    EXPECT_EXIT(&r, 2);
+    EXPECT_IN(r.err, "/nonexistent/pw");
+    run_free(&r);
+    cr_assert_eq(F.n_reqs, 4);
+    g_cwd[0] = '\0';
 }
 
 /* A job that is RUNNING for two polls, then ends as the test's counter says. */
@@ -946,6 +1018,7 @@ static void server_start(void) {
         poll(NULL, 0, 20);
     }
     snprintf(g_server, sizeof g_server, "http://127.0.0.1:%d", S.port);
+    snprintf(g_pwfile, sizeof g_pwfile, "%s/data/admin.password", S.dir);
 }
 
 static void server_stop(void) {
