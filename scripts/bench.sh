@@ -110,9 +110,12 @@ LUA
     done
     [ -n "$port" ] || { echo "qilind did not start" >&2; cat "$dir/qilind.log" >&2; exit 1; }
     local url="http://127.0.0.1:$port/kylin/api"
-    local auth="Authorization: Basic $(printf 'ADMIN:KYLIN' | base64)"
+    # No users configured: ADMIN's password is the one qilind generated in the data directory.
+    local up
+    up="ADMIN:$(cat "$dir/data/admin.password")"
+    local auth="Authorization: Basic $(printf '%s' "$up" | base64 -w0)"
     echo "== qilind pid $pid on port $port: $(rss "$pid")"
-    curl -sf -u ADMIN:KYLIN "$url/jobs?page_size=1" | head -c 300
+    curl -sf -u "$up" "$url/jobs?page_size=1" | head -c 300
     echo
 
     echo "== GET /kylin/api/jobs?page_size=10: wrk -t$THREADS -c$CONNS -d$DURATION"
@@ -123,7 +126,7 @@ LUA
     wrk -t"$THREADS" -c"$WRITE_CONNS" -d"$DURATION" --latency -s "$dir/submit.lua" \
         -H "$auth" -H "Content-Type: application/json" "$url/models/s0/segments"
     echo "server after writes: $(rss "$pid")"
-    curl -sf -u ADMIN:KYLIN "http://127.0.0.1:$port/metrics" |
+    curl -sf -u "$up" "http://127.0.0.1:$port/metrics" |
         grep -E '^qilin_(writer_(commits|mutations)_total|writer_max_batch|auth_(verifications|cache_hits)_total|jobs\{state="READY"\}|store_used_bytes)'
 }
 

@@ -23,6 +23,10 @@ for _ in $(seq 1 100); do
 done
 
 export QILIN_SERVER=$server
+# No users are configured, so qilind generated ADMIN's password into the data directory
+# (conf/demo.yaml: ./demo-data), readable by this user only; the CLI reads it from there.
+pwfile=demo-data/admin.password
+export QILIN_PASSWORD_FILE=$pwfile
 qilin=./build/tools/qilin
 # Idempotent set-up: a second run finds the project and model already there.
 $qilin project create demo --description "Qilin demo" > /dev/null 2>&1 || true
@@ -37,13 +41,15 @@ $qilin model auto-build --project demo orders --trigger "$trigger" --offset 1 \
 
 cat <<MSG
 
-Qilin demo is running at $server (user ADMIN, password KYLIN; loopback only).
+Qilin demo is running at $server (user ADMIN; its password was generated into
+$pwfile, which only you can read).
 Project 'demo', model 'orders': automatic daily builds triggered at $trigger UTC.
-Watch it from another terminal:
+Watch it from another terminal, in this directory:
+  export QILIN_PASSWORD_FILE=$pwfile
   ./build/tools/qilin job list --project demo
   ./build/tools/qilin segment list --project demo --model orders
   ./build/tools/qilin auto-build status --project demo orders
-  curl -s -u ADMIN:KYLIN '$server/kylin/api/jobs?project=demo'
+  curl -s -u "ADMIN:\$(cat $pwfile)" '$server/kylin/api/jobs?project=demo'
 A segment goes NEW -> READY within seconds; Ctrl-C stops the server.
 
 MSG
