@@ -29,13 +29,13 @@ int ql_meta_check_range(const char *start_field, const char *end_field, int64_t 
     if (start < 0)
         return ql_err_set(err, QL_EINVAL,
                           "%s: %lld is before 1970-01-01T00:00:00Z (times are epoch milliseconds "
-                          "from 0 to %lld, 10000-01-01T00:00:00Z)",
+                          "from 0 to %lld, 9999-12-31T00:00:00Z)",
                           start_field, (long long)start, (long long)QL_TIME_MAX);
     if (full && start == 0 && end == QL_RANGE_FULL_END)
         return 0;
     if (end > QL_TIME_MAX)
         return ql_err_set(err, QL_EINVAL,
-                          "%s: %lld is after 10000-01-01T00:00:00Z (times are epoch milliseconds "
+                          "%s: %lld is after 9999-12-31T00:00:00Z (times are epoch milliseconds "
                           "from 0 to %lld)",
                           end_field, (long long)end, (long long)QL_TIME_MAX);
     if (start >= end)
