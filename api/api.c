@@ -277,6 +277,8 @@ uint64_t ql_api_page_first(const ql_api_page_t *p) {
 int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err) {
     if (!name || !name[0])
         return ql_err_set(err, QL_EINVAL, "project: required (the project's name)");
+    if (strlen(name) > QL_NAME_MAX)
+        return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
     int rc = ql_project_get(txn, name, 0, out);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "project '%.100s' not found", name);
@@ -292,6 +294,10 @@ int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsig
     if (rc)
         return rc;
     ql_project_free(&p);
+    if (!name || !name[0])
+        return ql_err_set(err, QL_EINVAL, "model: required (the model's name or uuid)");
+    if (strlen(name) > QL_NAME_MAX)
+        return ql_err_set(err, QL_EINVAL, "model: longer than %d characters", QL_NAME_MAX);
     rc = ql_model_find(txn, project, name, flags, out);
     if (rc == QL_ENOTFOUND) {
         /* A model may also be named by its uuid. */

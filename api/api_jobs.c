@@ -237,7 +237,7 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
     const char *project = ql_http_req_query(req, "project");
     if (project && project[0]) {
         if (strlen(project) > QL_NAME_MAX)
-            return ql_err_set(err, QL_ENOTFOUND, "project '%.100s...' not found", project);
+            return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
         snprintf(l->project_buf, sizeof l->project_buf, "%s", project);
         l->project = l->project_buf;
     }

@@ -32,17 +32,91 @@ static const char *jtype_name(const json_t *v) {
     return "a value";
 }
 
+/* The key of the member whose value ends at pos, where jansson stops on a number it cannot
+ * hold: the text before it reads `"key" : value`. Best effort, for the message only (escaped
+ * quotes in the key are not followed). */
+static bool key_before(const char *body, size_t len, size_t pos, char *out, size_t cap) {
+    size_t i = pos < len ? pos : len;
+    while (i > 0 && body[i - 1] != ':' && body[i - 1] != ',' && body[i - 1] != '[' &&
+           body[i - 1] != '{')
+        i--;
+    if (i == 0 || body[i - 1] != ':')
+        return false;
+    i--;
+    while (i > 0 && (body[i - 1] == ' ' || body[i - 1] == '\t' || body[i - 1] == '\n' ||
+                     body[i - 1] == '\r'))
+        i--;
+    if (i == 0 || body[i - 1] != '"')
+        return false;
+    size_t end = --i;
+    while (i > 0 && body[i - 1] != '"')
+        i--;
+    if (i == 0)
+        return false;
+    size_t n = end - i < cap - 1 ? end - i : cap - 1;
+    memcpy(out, body + i, n);
+    out[n] = '\0';
+    return memchr(out, '\0', n) == NULL;
+}
+
+/* Finds a string holding a NUL byte (\u0000) under v; path gets its field ("a.b", "ids[2]").
+ * Depth is bounded by jansson's parser. */
+static bool find_nul(const json_t *v, char *path, size_t cap, size_t at) {
+    if (json_is_string(v))
+        return memchr(json_string_value(v), '\0', json_string_length(v)) != NULL;
+    if (at >= cap - 1)
+        return false;
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *m;
+        json_object_foreach((json_t *)v, key, m) {
+            int n = snprintf(path + at, cap - at, "%s%s", at ? "." : "", key);
+            size_t next = n < 0 ? at : at + (size_t)n < cap ? at + (size_t)n : cap - 1;
+            if (find_nul(m, path, cap, next))
+                return true;
+        }
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) {
+            int n = snprintf(path + at, cap - at, "[%zu]", i);
+            size_t next = n < 0 ? at : at + (size_t)n < cap ? at + (size_t)n : cap - 1;
+            if (find_nul(e, path, cap, next))
+                return true;
+        }
+    }
+    path[at] = '\0';
+    return false;
+}
+
 int ql_api_json_parse(const char *body, size_t len, json_t **out, ql_err_t *err) {
     *out = NULL;
     if (!body || len == 0)
         return ql_err_set(err, QL_EINVAL, "request body: expected a JSON object, got nothing");
     json_error_t je;
-    /* JSON_ALLOW_NUL is not given: a \u0000 in a string is refused, so every string is a C
-     * string the store can keep. */
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+    /* JSON_ALLOW_NUL lets a \u0000 in a string parse, only so the refusal below can name its
+     * field: no string with a NUL is accepted, so every string is a C string the store can
+     * keep. */
+    json_t *root =
+        json_loadb(body, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    char key[65];
+    if (!root && je.position > 0 && (strstr(je.text, "too big") || strstr(je.text, "overflow")) &&
+        key_before(body, len, (size_t)je.position, key, sizeof key))
+        return ql_err_set(err, QL_EINVAL,
+                          "request body: field '%s': a number outside the 64-bit integer range "
+                          "(line %d column %d: %s)",
+                          key, je.line, je.column, je.text);
     if (!root)
         return ql_err_set(err, QL_EINVAL, "request body: malformed JSON at line %d column %d: %s",
                           je.line, je.column, je.text);
+    char path[128] = "";
+    if (find_nul(root, path, sizeof path, 0)) {
+        json_decref(root);
+        return ql_err_set(err, QL_EINVAL,
+                          "request body: field '%s': a string with a NUL byte "
+                          "(\\u0000)",
+                          path[0] ? path : "(the body)");
+    }
     if (!json_is_object(root)) {
         ql_err_set(err, QL_EINVAL, "request body: expected a JSON object, got %s",
                    jtype_name(root));

@@ -277,9 +277,9 @@ static model_op_t *path_op(ql_api_t *api, ql_http_req_t *req, const char *projec
         ql_api_fail(req, QL_EINVAL, "project: required (the project of model '%.100s')", name);
         return NULL;
     }
-    if (strlen(name) > QL_NAME_MAX || strlen(project) > QL_NAME_MAX) {
-        ql_api_fail(req, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
-                    project);
+    if (strlen(project) > QL_NAME_MAX || strlen(name) > QL_NAME_MAX) {
+        ql_api_fail(req, QL_EINVAL, "%s: longer than %d characters",
+                    strlen(project) > QL_NAME_MAX ? "project" : "model", QL_NAME_MAX);
         return NULL;
     }
     model_op_t *op = ql_api_op_new(api, req, sizeof *op);

@@ -185,7 +185,7 @@ static int segcfg_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 static project_op_t *path_op(ql_api_t *api, ql_http_req_t *req) {
     const char *name = ql_http_req_param(req, "project");
     if (strlen(name) > QL_NAME_MAX) {
-        ql_api_fail(req, QL_ENOTFOUND, "project '%.100s...' not found", name);
+        ql_api_fail(req, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
         return NULL;
     }
     project_op_t *op = ql_api_op_new(api, req, sizeof *op);

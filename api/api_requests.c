@@ -26,6 +26,16 @@ static int copy_str(char *dst, size_t cap, const char *field, const char *s, ql_
     return 0;
 }
 
+/* The project a request names (required): not empty, not longer than a name can be. Its
+ * characters are not checked: a project with other characters does not exist (404). */
+static int check_project(const char *project, bool required, ql_err_t *err) {
+    if (required && (!project || !project[0]))
+        return ql_err_set(err, QL_EINVAL, "project: must not be empty");
+    if (project && strlen(project) > QL_NAME_MAX)
+        return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
+    return 0;
+}
+
 int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err) {
     static const ql_api_field_t fields[] = {
         {"name", AJ_STRING, true}, {"description", AJ_STRING, false}, {NULL, 0, false}};
@@ -124,7 +134,10 @@ int ql_api_parse_model(const char *body, size_t len, ql_api_model_req_t *out, ql
                        ql_api_json_str(out->root, "project"), err)) ||
         (rc = copy_str(m->name, sizeof m->name, "name", ql_api_json_str(out->root, "name"), err)))
         return rc;
-    if ((rc = ql_meta_check_name("name", m->name, err)))
+    /* The project is checked like a name here, so that an empty one is a 400 naming the field
+     * before any lookup (an empty key once reached the store as a "corrupt" error). */
+    if ((rc = ql_meta_check_name("project", m->project, err)) ||
+        (rc = ql_meta_check_name("name", m->name, err)))
         return rc;
     m->type = QL_MODEL_BATCH;
     if ((s = ql_api_json_str(out->root, "model_type")) && ql_model_type_parse(s, &m->type))
@@ -200,6 +213,8 @@ int ql_api_parse_model_segcfg(const char *body, size_t len, ql_api_model_segcfg_
     if (rc)
         return rc;
     out->project = ql_api_json_str(out->root, "project");
+    if ((rc = check_project(out->project, true, err)))
+        return rc;
     const json_t *a = json_object_get(out->root, "auto_segment_build");
     if ((rc = ql_api_json_check(a, "auto_segment_build", asb, err)))
         return rc;
@@ -213,6 +228,13 @@ int ql_api_parse_model_segcfg(const char *body, size_t len, ql_api_model_segcfg_
     if (ql_api_json_has(a, "logical_date_offset_days")) {
         out->has_offset = true;
         out->offset_days = json_integer_value(json_object_get(a, "logical_date_offset_days"));
+        /* Checked here too, not only when the merged config is validated: INT64_MIN is the
+         * stored config's "not set", which a client must not be able to send. */
+        if (out->offset_days < 1 || out->offset_days > QL_AUTO_BUILD_MAX_OFFSET_DAYS)
+            return ql_err_set(err, QL_EINVAL,
+                              "auto_segment_build.logical_date_offset_days: %lld is out of range "
+                              "(an integer from 1 to %d)",
+                              (long long)out->offset_days, QL_AUTO_BUILD_MAX_OFFSET_DAYS);
     }
     /* Stored strings have a fixed size; a longer one can only be invalid anyway. */
     const char *const strs[] = {out->trigger_time, out->start_time, out->end_time};
@@ -234,6 +256,8 @@ int ql_api_parse_model_status(const char *body, size_t len, ql_api_model_status_
     if (rc)
         return rc;
     out->project = ql_api_json_str(out->root, "project");
+    if ((rc = check_project(out->project, true, err)))
+        return rc;
     const char *s = ql_api_json_str(out->root, "status");
     if (ql_model_status_parse(s, &out->status))
         return ql_err_set(err, QL_EINVAL, "status: '%.64s' is not ONLINE, OFFLINE or BROKEN", s);
@@ -251,6 +275,8 @@ int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql
     if (rc)
         return rc;
     out->project = ql_api_json_str(out->root, "project");
+    if ((rc = check_project(out->project, true, err)))
+        return rc;
     bool hs = ql_api_json_has(out->root, "start"), he = ql_api_json_has(out->root, "end");
     if (hs != he)
         return ql_err_set(err, QL_ENORANGE, "%s: a build gives both start and end, or neither",
@@ -261,6 +287,10 @@ int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql
             (rc = ql_api_json_time(json_object_get(out->root, "end"), "end", &out->end, err)))
             return rc;
         out->has_range = true;
+        /* The store's bounds (ql_records.h), checked here so the answer names the field of
+         * the request: no time before the epoch, none past 9999-12-31. */
+        if (out->start < 0 || out->end > QL_TIME_MAX)
+            return ql_meta_check_range("start", "end", out->start, out->end, false, err);
         if (out->start >= out->end)
             return ql_err_set(err, QL_EINVAL,
                               "start: %lld is not earlier than end %lld (ranges are [start, end) "
@@ -316,6 +346,8 @@ int ql_api_parse_segments_put(const char *body, size_t len, ql_api_ids_req_t *ou
     if (rc)
         return rc;
     out->project = ql_api_json_str(out->root, "project");
+    if ((rc = check_project(out->project, true, err)))
+        return rc;
     const char *type = ql_api_json_str(out->root, "type");
     if (strcmp(type, "MERGE") == 0)
         out->merge = true;
@@ -339,6 +371,8 @@ int ql_api_parse_job_status(const char *body, size_t len, ql_api_ids_req_t *out,
     if (rc)
         return rc;
     out->project = ql_api_json_str(out->root, "project");
+    if ((rc = check_project(out->project, false, err)))
+        return rc;
     const char *action = ql_api_json_str(out->root, "action");
     if (ql_action_parse(action, &out->action))
         return ql_err_set(err, QL_EINVAL,

@@ -144,6 +144,14 @@ static void h_build(ql_http_req_t *req, void *arg) {
         rc = ql_submit_normalize_cached(api->norm, &p, &m,
                                         ql_config_get_str(api->cfg, "kylin.web.timezone"), r.start,
                                         r.end, &ns, &ne, &err);
+    /* The floor to the format's period happens in the project's zone: east of UTC, a start
+     * on 1970-01-01 floors to a local midnight before the epoch, which no segment may have. */
+    if (!rc && ns < 0)
+        rc = ql_err_set(&err, QL_EINVAL,
+                        "start: %lld falls in a period of the partition format '%s' that begins "
+                        "before 1970-01-01T00:00:00Z (at %lld in the project's time zone); start "
+                        "the build at the next period",
+                        (long long)r.start, m.partition_format, (long long)ns);
     ql_id_t model = m.id;
     ql_project_free(&p);
     ql_model_free(&m);
@@ -312,7 +320,11 @@ static void h_list(ql_http_req_t *req, void *arg) {
     list_t l = {.first = ql_api_page_first(&page), .limit = page.limit};
     const char *st[8];
     size_t n_st = ql_http_req_query_values(req, "status", st, 8);
-    for (size_t i = 0; i < n_st && i < 8; i++) {
+    if (n_st > 8) {
+        ql_api_fail(req, QL_EINVAL, "status: more than 8 values");
+        return;
+    }
+    for (size_t i = 0; i < n_st; i++) {
         ql_seg_status_t s;
         if (ql_seg_status_parse(st[i], &s)) {
             ql_api_fail(req, QL_EINVAL, "status: '%.64s' is not NEW, READY or WARNING", st[i]);

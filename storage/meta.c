@@ -24,6 +24,27 @@ int ql_meta_check_name(const char *field, const char *value, ql_err_t *err) {
     return 0;
 }
 
+int ql_meta_check_range(const char *start_field, const char *end_field, int64_t start, int64_t end,
+                        bool full, ql_err_t *err) {
+    if (start < 0)
+        return ql_err_set(err, QL_EINVAL,
+                          "%s: %lld is before 1970-01-01T00:00:00Z (times are epoch milliseconds "
+                          "from 0 to %lld, 9999-12-31T00:00:00Z)",
+                          start_field, (long long)start, (long long)QL_TIME_MAX);
+    if (full && start == 0 && end == QL_RANGE_FULL_END)
+        return 0;
+    if (end > QL_TIME_MAX)
+        return ql_err_set(err, QL_EINVAL,
+                          "%s: %lld is after 9999-12-31T00:00:00Z (times are epoch milliseconds "
+                          "from 0 to %lld)",
+                          end_field, (long long)end, (long long)QL_TIME_MAX);
+    if (start >= end)
+        return ql_err_set(err, QL_EEMPTYRANGE,
+                          "the range [%lld, %lld) is empty: start must be earlier than end",
+                          (long long)start, (long long)end);
+    return 0;
+}
+
 int ql_meta_check_job_type(const char *field, const char *value, ql_err_t *err) {
     size_t n = value ? strlen(value) : 0;
     if (n == 0 || n > QL_TYPE_MAX || value[0] < 'A' || value[0] > 'Z')
@@ -58,6 +79,8 @@ int ql_meta_create_project(ql_txn_t *txn, ql_project_t *p, int64_t now, ql_err_t
 
 int ql_meta_create_model(ql_txn_t *txn, ql_model_t *m, int64_t now, ql_err_t *err) {
     int rc = ql_meta_check_name("name", m->name, err);
+    if (!rc)
+        rc = ql_meta_check_name("project", m->project, err);
     if (rc)
         return rc;
     ql_project_t p;
@@ -227,12 +250,8 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
                         m.name);
         goto out;
     }
-    if (start >= end) {
-        rc = ql_err_set(err, QL_EEMPTYRANGE,
-                        "the range [%lld, %lld) is empty: start must be earlier than end",
-                        (long long)start, (long long)end);
+    if ((rc = ql_meta_check_range("start", "end", start, end, false, err)))
         goto out;
-    }
     seg_probe_t probe = {0};
     if ((rc = ql_segment_foreach_overlapping(txn, &m.id, start, end, seg_probe_cb, &probe))) {
         rc = ql_err_set(err, rc, "cannot read the segments: %s", ql_strerror(rc));
@@ -385,6 +404,10 @@ int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model,
                        bool has_range, int64_t start, int64_t end, const ql_job_spec_t *spec,
                        ql_id_t *job_out, ql_err_t *err) {
     int rc = ql_meta_check_job_type("type", type, err);
+    if (!rc)
+        rc = ql_meta_check_name("project", project, err);
+    if (!rc && has_range)
+        rc = ql_meta_check_range("start", "end", start, end, false, err);
     if (rc)
         return rc;
     ql_project_t p;
@@ -394,9 +417,6 @@ int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model,
     if (rc)
         return ql_err_set(err, rc, "cannot read project '%s': %s", project, ql_strerror(rc));
     ql_project_free(&p);
-    if (has_range && start >= end)
-        return ql_err_set(err, QL_EEMPTYRANGE, "the range [%lld, %lld) is empty", (long long)start,
-                          (long long)end);
     if (!model || ql_id_is_zero(model))
         return create_job(txn, project, NULL, type, has_range, start, end, NULL, NULL, 0, spec,
                           job_out, err);

@@ -28,6 +28,13 @@ static inline bool ql_range_connects(int64_t e1, int64_t s2) {
     return e1 == s2;
 }
 
+/* A range [start, end) of epoch ms within the store's bounds (ql_records.h): 0 <= start,
+ * start < end, end <= QL_TIME_MAX, or [0, QL_RANGE_FULL_END) when full is true (a full-load
+ * model's segment). QL_EINVAL naming start_field or end_field; QL_EEMPTYRANGE when start >= end
+ * (both within bounds). Pure. */
+int ql_meta_check_range(const char *start_field, const char *end_field, int64_t start, int64_t end,
+                        bool full, ql_err_t *err);
+
 /* `[A-Za-z0-9_]{1,100}`; the error names field. */
 int ql_meta_check_name(const char *field, const char *value, ql_err_t *err);
 /* A job type: INC_BUILD, INDEX_REFRESH, INDEX_MERGE, INDEX_BUILD or `[A-Z][A-Z0-9_]{0,63}`. */
@@ -61,7 +68,8 @@ typedef struct ql_job_spec {
 /*
  * An incremental build of [start, end) (already normalized with the partition format) on a
  * model: checks, in order, that the model exists (QL_ENOTFOUND), is partitioned (QL_EFULLLOAD),
- * the range is not empty (QL_EEMPTYRANGE), no segment of the model overlaps it, whatever its
+ * the range is within the store's bounds (QL_EINVAL naming start or end, ql_meta_check_range)
+ * and not empty (QL_EEMPTYRANGE), no segment of the model overlaps it, whatever its
  * status (QL_ESEGOVERLAP, KE-010022202), and no non-final job of the model targets an
  * overlapping range (QL_EJOBCONFLICT, KE-010032206); then creates a NEW segment and an
  * INC_BUILD job in READY owning it. job_out and segment_out (may be NULL) get the new ids.
@@ -82,7 +90,8 @@ int ql_meta_submit_refresh(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *s
                            const ql_job_spec_t *spec, ql_id_t *job_out, ql_err_t *err);
 
 /* A job of another type (INDEX_BUILD, ad-hoc), with an optional model and range; checks the
- * job-conflict rule when it has both. */
+ * project name and the range's bounds (QL_EINVAL naming the field) and the job-conflict rule
+ * when it has both. */
 int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model, const char *type,
                        bool has_range, int64_t start, int64_t end, const ql_job_spec_t *spec,
                        ql_id_t *job_out, ql_err_t *err);

@@ -28,6 +28,13 @@
 #define QL_HMS_MAX 15        /* stored HH:mm:ss strings (kept as written, validated on use) */
 #define QL_ID_STR_LEN 36     /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 #define QL_RANGE_FULL_END INT64_MAX /* a full-load model's single segment is [0, INT64_MAX) */
+/* The bounds of every time a range is made of (segments, job ranges, build requests): epoch
+ * milliseconds in [0, QL_TIME_MAX]. 0 is 1970-01-01T00:00:00Z (and the API's "not yet"), so a
+ * range never starts before it. QL_TIME_MAX is 9999-12-31T00:00:00Z: a partition format writes
+ * years up to 9999 (ql_datefmt.h), and any instant up to this one is still in year 9999 in every
+ * time zone, so every time within the bounds can be normalized. The one range end past it is
+ * QL_RANGE_FULL_END, and only in [0, QL_RANGE_FULL_END), a full-load model's segment. */
+#define QL_TIME_MAX 253402214400000LL
 
 /* Record format version written by this build. */
 #define QL_RECORD_VERSION 1

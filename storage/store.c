@@ -33,6 +33,10 @@ int ql_store_mdb_err(int rc) {
     case MDB_INVALID:
     case MDB_BAD_TXN:
         return QL_ECORRUPT;
+    case MDB_BAD_VALSIZE:
+        /* A key that is empty or longer than LMDB's limit: bad input, never a corrupt store
+         * (ql_db_* refuse such keys before LMDB sees them; this is the backstop). */
+        return QL_EINVAL;
     case MDB_VERSION_MISMATCH:
         return QL_EVERSION;
     case MDB_MAP_RESIZED:
@@ -394,20 +398,30 @@ msgpack_zone *ql_txn_zone(ql_txn_t *t) {
 
 /* ---- low-level access ---- */
 
+/* LMDB refuses an empty key and one longer than its limit (511 bytes) with MDB_BAD_VALSIZE, an
+ * error that says nothing about which value was bad. A key is made from a caller's value (a
+ * project or model name), so such a key is the caller's bad input: QL_EINVAL, and the store is
+ * never asked. QL_ECORRUPT stays reserved for a store that really is corrupt. */
+static bool key_ok(const ql_txn_t *t, size_t klen) {
+    return klen > 0 && klen <= (size_t)mdb_env_get_maxkeysize(t->store->env);
+}
+
 int ql_db_get(ql_txn_t *t, int db, const void *key, size_t klen, MDB_val *val) {
+    if (!key_ok(t, klen))
+        return QL_EINVAL;
     MDB_val k = ql_val(key, klen);
     return ql_store_mdb_err(mdb_get(t->txn, t->store->dbi[db], &k, val));
 }
 
 int ql_db_put(ql_txn_t *t, int db, const void *key, size_t klen, const void *val, size_t vlen) {
-    if (!t->write)
+    if (!t->write || !key_ok(t, klen))
         return QL_EINVAL;
     MDB_val k = ql_val(key, klen), v = ql_val(val, vlen);
     return ql_store_mdb_err(mdb_put(t->txn, t->store->dbi[db], &k, &v, 0));
 }
 
 int ql_db_del(ql_txn_t *t, int db, const void *key, size_t klen) {
-    if (!t->write)
+    if (!t->write || !key_ok(t, klen))
         return QL_EINVAL;
     MDB_val k = ql_val(key, klen);
     int rc = mdb_del(t->txn, t->store->dbi[db], &k, NULL);

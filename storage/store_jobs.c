@@ -1,4 +1,5 @@
 /* Jobs with their indexes and counters, steps, and step outputs. */
+#include "storage/ql_meta.h"
 #include "storage/store_int.h"
 
 #include <stdlib.h>
@@ -136,7 +137,9 @@ static int index_job(ql_txn_t *txn, const ql_job_t *old, const ql_job_t *j) {
 
 int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
     if (ql_id_is_zero(&j->id) || !j->project[0] || (unsigned)j->state >= QL_JOB_STATE_COUNT ||
-        j->priority < QL_PRIORITY_MIN || j->priority > QL_PRIORITY_MAX)
+        j->priority < QL_PRIORITY_MIN || j->priority > QL_PRIORITY_MAX ||
+        (j->has_range &&
+         ql_meta_check_range("range_start", "range_end", j->range_start, j->range_end, true, NULL)))
         return QL_EINVAL;
     ql_job_t old;
     int rc = ql_job_get(txn, &j->id, 0, &old);

@@ -14,6 +14,7 @@
  * A layer-1 segment moves to layer 0 when it is rewritten and no longer overlaps layer 0 (a
  * merge's result once its sources are removed), so layer 1 stays small.
  */
+#include "storage/ql_meta.h"
 #include "storage/store_int.h"
 
 #include <stdlib.h>
@@ -77,7 +78,8 @@ static int probe_cb(const ql_segment_t *s, void *arg) {
 }
 
 int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
-    if (ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) || s->start >= s->end)
+    if (ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
+        ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
         return QL_EINVAL;
     MDB_val oldkey;
     uint8_t ok[SEG_KEY_LEN];

@@ -208,6 +208,31 @@ Test(bodies, builds_merges_and_actions) {
     ql_api_ids_req_free(&r);
 }
 
+/* A NUL byte in a string and an integer past int64 are refused naming their field; the key of
+ * an integer is found before the value jansson stopped at. */
+Test(bodies, nul_bytes_and_huge_integers_name_their_field) {
+    static const struct {
+        const char *body, *field;
+    } rows[] = {
+        {"{\"name\":\"a\\u0000b\"}", "field 'name'"},
+        {"{\"a\":{\"b\":[\"x\",\"\\u0000\"]}}", "field 'a.b[1]'"},
+        {"{\"start\": 99999999999999999999}", "field 'start'"},
+        {"{\"x\":1, \"end\" :\t-99999999999999999999}", "field 'end'"},
+        {"{\"e\":1e400}", "field 'e'"},
+        /* No key to name: the message still says what is wrong and where. */
+        {"[99999999999999999999]", "malformed JSON at line 1"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        json_t *root = NULL;
+        ql_err_t err = {0};
+        cr_assert_eq(ql_api_json_parse(rows[i].body, strlen(rows[i].body), &root, &err), QL_EINVAL,
+                     "%s", rows[i].body);
+        cr_assert_null(root);
+        cr_assert(strstr(err.msg, rows[i].field), "%s: '%s' lacks %s", rows[i].body, err.msg,
+                  rows[i].field);
+    }
+}
+
 Test(bodies, configs_are_validated_by_the_option_table) {
     ql_api_config_req_t c;
     ql_err_t err = {0};

@@ -13,4 +13,8 @@ int ql_test_create_daily_model(ql_store_t *store, const char *project, const cha
 /* Runs fsck on store and asserts it finds no violation (the report is in the failure). */
 void ql_test_assert_fsck_clean(ql_store_t *store);
 
+/* A hash (FNV-1a) of every key and value of every table: equal before and after a refused
+ * change means the change wrote nothing. Asserts (Criterion) that the store can be read. */
+uint64_t ql_test_store_hash(ql_store_t *store);
+
 #endif

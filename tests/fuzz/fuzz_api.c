@@ -74,7 +74,9 @@ static void run_parser(const char *route, const char *body, size_t len) {
         ql_api_model_segcfg_req_t r;
         rc = ql_api_parse_model_segcfg(body, len, &r, &err);
         check_refusal(rc, &err);
-        if (!rc && !r.project)
+        if (!rc && (!r.project || !r.project[0] ||
+                    (r.has_offset &&
+                     (r.offset_days < 1 || r.offset_days > QL_AUTO_BUILD_MAX_OFFSET_DAYS))))
             __builtin_trap();
         json_decref(r.root);
     }
@@ -87,8 +89,9 @@ static void run_parser(const char *route, const char *body, size_t len) {
         ql_api_build_req_t r;
         rc = ql_api_parse_build(body, len, &r, &err);
         check_refusal(rc, &err);
-        if (!rc && ((r.has_range && r.start >= r.end) || r.priority < QL_PRIORITY_MIN ||
-                    r.priority > QL_PRIORITY_MAX || !r.project))
+        if (!rc && ((r.has_range && (r.start >= r.end || r.start < 0 || r.end > QL_TIME_MAX)) ||
+                    r.priority < QL_PRIORITY_MIN || r.priority > QL_PRIORITY_MAX || !r.project ||
+                    !r.project[0] || strlen(r.project) > QL_NAME_MAX))
             __builtin_trap();
         json_decref(r.root);
     }

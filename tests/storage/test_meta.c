@@ -95,28 +95,8 @@ static int run(op_t *op, ql_err_t *err) {
     return rc;
 }
 
-/* FNV-1a over every key and value of every table. */
 static uint64_t store_hash(void) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
-    uint64_t h = 1469598103934665603ull;
-    for (int db = 0; db < DB_COUNT; db++) {
-        MDB_cursor *c;
-        cr_assert_eq(ql_db_cursor(t, db, &c), 0);
-        MDB_val k, v;
-        for (int op = MDB_FIRST; mdb_cursor_get(c, &k, &v, op) == 0; op = MDB_NEXT) {
-            const MDB_val *parts[2] = {&k, &v};
-            for (int p = 0; p < 2; p++) {
-                const uint8_t *b = parts[p]->mv_data;
-                for (size_t i = 0; i < parts[p]->mv_size; i++)
-                    h = (h ^ b[i]) * 1099511628211ull;
-                h = (h ^ parts[p]->mv_size ^ (uint64_t)db << 32) * 1099511628211ull;
-            }
-        }
-        mdb_cursor_close(c);
-    }
-    ql_txn_abort(t);
-    return h;
+    return ql_test_store_hash(store);
 }
 
 static void ok(op_t *op) {

@@ -471,6 +471,9 @@ static void assert_same_set(ql_segment_t *found, size_t nf, ql_segment_t *want, 
               (long long)qs, (long long)qe, i);
 }
 
+/* Segments start at 0 or later (ql_records.h): the random ranges are drawn around SEG_OFF. */
+#define SEG_OFF 1000000
+
 Test(store, overlap_query_matches_brute_force) {
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     ql_segment_t *all = calloc(4096, sizeof *all), *want = calloc(4096, sizeof *want);
@@ -480,7 +483,7 @@ Test(store, overlap_query_matches_brute_force) {
     ql_txn_t *t = wtxn();
     put_project(t, "p");
     ql_id_t noise = put_model(t, "p", "noise");
-    put_seg(t, &noise, -1000000, 1000000, QL_SEG_READY);
+    put_seg(t, &noise, SEG_OFF - 1000000, SEG_OFF + 1000000, QL_SEG_READY);
     commit(t);
 
     for (int round = 0; round < 40; round++) {
@@ -490,7 +493,7 @@ Test(store, overlap_query_matches_brute_force) {
         ql_id_t m = put_model(t, "p", name);
         size_t n = 0;
         /* A tiling on a grid of 10 with random gaps: many ranges touch. */
-        int64_t at = rnd_in(&seed, -50, 50) * 10;
+        int64_t at = SEG_OFF + rnd_in(&seed, -50, 50) * 10;
         int tiles = (int)rnd_in(&seed, 0, 60);
         for (int i = 0; i < tiles; i++) {
             int64_t len = rnd_in(&seed, 1, 6) * 10;
@@ -500,7 +503,7 @@ Test(store, overlap_query_matches_brute_force) {
         /* Nested and straddling segments (merge/refresh NEW segments, simulation loads). */
         int nested = (int)rnd_in(&seed, 0, 12);
         for (int i = 0; i < nested; i++) {
-            int64_t s = rnd_in(&seed, -60, at / 10 + 5) * 10;
+            int64_t s = SEG_OFF + rnd_in(&seed, -60, (at - SEG_OFF) / 10 + 5) * 10;
             int64_t e = s + rnd_in(&seed, 1, 30) * (rnd(&seed) % 2 ? 10 : 1);
             all[n++] = put_seg(t, &m, s, e, QL_SEG_NEW);
         }
@@ -540,7 +543,7 @@ Test(store, overlap_query_matches_brute_force) {
                 if (qe <= qs)
                     qe = qs + 1;
             } else {
-                qs = rnd_in(&seed, -700, at + 200);
+                qs = SEG_OFF + rnd_in(&seed, -700, at - SEG_OFF + 200);
                 qe = qs + rnd_in(&seed, 1, 300);
             }
             size_t nw = 0;
