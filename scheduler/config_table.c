@@ -135,6 +135,13 @@ static const ql_config_option_t options[] = {
      .def = "",
      .doc = "API users: a sequence of {name, password_hash, role}. Empty means the built-in "
             "ADMIN/KYLIN, accepted only on loopback (see Users)."},
+    {.key = "qilin.server.healthz-writer-stall-ms",
+     .type = QL_CONFIG_MS,
+     .def = "5000",
+     .min = 100,
+     .max = HOUR_MS,
+     .doc = "GET /healthz answers 503 when a store write has waited this long with no commit "
+            "meanwhile (the writer is stuck, e.g. on a slow disk); an idle writer is healthy."},
     /* scheduler */
     {.key = "kylin.job.scheduler.default",
      .type = QL_CONFIG_INT,
