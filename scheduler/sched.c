@@ -846,7 +846,7 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
     ql_sched_t *s = r->s;
     r->refs--;
     /* A full map or disk: the outcome (output included) stays and is written again. */
-    if (status && ql_sched_hold_end(r, status, err))
+    if (ql_sched_hold_end(r, status, err))
         return;
     free(r->output);
     r->output = NULL;
@@ -861,7 +861,6 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
         run_drop(r);
         return;
     }
-    ql_sched_writes_ok(s);
     switch (r->result) {
     case RESULT_NEXT:
         log_job(s, QL_LOG_DEBUG, r, "step started step=%02u attempt=%u", r->seq, r->attempt);

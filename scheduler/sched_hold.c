@@ -13,10 +13,10 @@
  *   HOLD_BACKOFF_MIN_MS to HOLD_BACKOFF_MAX_MS. Each is written with the time its step really
  *   ended (r->now is kept). A run whose job an action moved meanwhile finds the job no longer
  *   RUNNING and is dropped by its answer, as before.
- * - While runs are held or writes fail, the fetcher picks nothing: a pick would only fail too,
- *   and one that got in before a held end would take the slot of a job whose end is not
- *   durable (the store would show more RUNNING jobs than the limits allow). Steps whose end
- *   did commit go on as usual.
+ * - While runs are held or being written again, the fetcher picks nothing: a pick would only
+ *   fail too, and one that got in before a held end would take the slot of a job whose end is
+ *   not durable (the store would show more RUNNING jobs than the limits allow). Once the last
+ *   of them is answered, it is kicked. Steps whose end did commit go on as usual.
  * - One WARN line when writes start failing (the error, and what the operator can do), one
  *   INFO line when a held write commits again: a run of failures is two lines, not one per
  *   retry.
@@ -53,8 +53,29 @@ static void hold_timer_cb(ql_timer_t *t, void *arg) {
     ql_sched_release_held(s);
 }
 
+/* A write committed: ends a run of failures (logged once). */
+static void writes_ok(ql_sched_t *s) {
+    if (!s->writes_failing)
+        return;
+    s->writes_failing = false;
+    s->hold_backoff_ms = HOLD_BACKOFF_MIN_MS;
+    ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+           "store writes recovered: the held step ends are written failed_for_ms=%lld",
+           (long long)(ql_clock_now_ms(s->opts.clock) - s->writes_failing_since));
+}
+
 bool ql_sched_hold_end(run_t *r, int status, const ql_err_t *err) {
     ql_sched_t *s = r->s;
+    if (r->held_retry) {
+        r->held_retry = false;
+        /* The last answer of a hold (whatever it says) lets the fetcher go on. */
+        if (--s->n_held_retries == 0 && !s->held)
+            ql_sched_kick(s);
+    }
+    if (status == 0) {
+        writes_ok(s);
+        return false;
+    }
     if (status == QL_EFENCED || !ql_writer_store_error(status) || s->stopping || !r->end_fn)
         return false;
     if (!s->writes_failing) {
@@ -77,19 +98,8 @@ bool ql_sched_hold_end(run_t *r, int status, const ql_err_t *err) {
     return true;
 }
 
-void ql_sched_writes_ok(ql_sched_t *s) {
-    if (!s->writes_failing)
-        return;
-    s->writes_failing = false;
-    s->hold_backoff_ms = HOLD_BACKOFF_MIN_MS;
-    ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
-           "store writes recovered: the held step ends are written failed_for_ms=%lld",
-           (long long)(ql_clock_now_ms(s->opts.clock) - s->writes_failing_since));
-    ql_sched_kick(s); /* the fetcher waited for this (see ql_sched_holding) */
-}
-
 bool ql_sched_holding(const ql_sched_t *s) {
-    return s->held != NULL || s->writes_failing;
+    return s->held != NULL || s->n_held_retries > 0;
 }
 
 void ql_sched_release_held(ql_sched_t *s) {
@@ -102,6 +112,8 @@ void ql_sched_release_held(ql_sched_t *s) {
     for (run_t *r = list, *next; r; r = next) {
         next = r->held_next;
         r->held_next = NULL;
+        r->held_retry = true;
+        s->n_held_retries++;
         r->refs++;
         int rc = ql_sched_submit(s, r->end_fn, r, r->end_done);
         if (rc) {

@@ -82,14 +82,15 @@ static int put_output(const ql_id_t *job, size_t len) {
     return ql_txn_commit(t);
 }
 
-static void setup(void) {
+/* Opens the world with the templates of tpl and the scheduler's global retry settings. */
+static void open_world(const char *tpl, int retry, int64_t retry_interval_ms) {
     memset(&w, 0, sizeof w);
     snprintf(w.dir, sizeof w.dir, "/tmp/ql_storefull_XXXXXX");
     cr_assert_not_null(mkdtemp(w.dir));
     ql_store_opts_t so = {.path = w.dir, .map_size = MAP_SIZE};
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &w.store, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &w.tpl, &err), 0, "%s",
+    cr_assert_eq(ql_templates_load_buffer(tpl, strlen(tpl), "jobs.yaml", &w.tpl, &err), 0, "%s",
                  err.msg);
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(w.store, true, &t), 0);
@@ -122,12 +123,16 @@ static void setup(void) {
                          .log = &w.log,
                          .templates = w.tpl,
                          .max_concurrent_jobs = 1,
+                         .retry = retry,
+                         .retry_interval_ms = retry_interval_ms,
                          .poll_interval_ms = 30000,
                          .virtual_steps = true};
     cr_assert_eq(ql_sched_new(&o, &w.sched), 0);
 }
 
 static void teardown(void) {
+    if (!w.sched)
+        return;
     ql_txn_abort(w.pin);
     ql_sched_free(w.sched);
     ql_writer_free(w.writer);
@@ -137,7 +142,7 @@ static void teardown(void) {
     ql_test_rm_tree(w.dir);
 }
 
-TestSuite(store_full, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(store_full, .fini = teardown, .timeout = 60);
 
 /* Submits a build of day `day` through the writer; returns the job. */
 static ql_id_t build(int day) {
@@ -241,6 +246,7 @@ static void assert_step_ended(const ql_id_t *job, uint32_t seq) {
 }
 
 Test(store_full, a_step_end_that_does_not_fit_is_kept_and_written_once_there_is_room) {
+    open_world(yaml, 0, 0);
     ql_id_t job = build(0), next = build(1);
     ql_sched_start(w.sched);
     run_seconds(1);
@@ -281,15 +287,16 @@ static void set_flag(void *arg) {
 /* A stop does not wait for the backoff: the held end is written at once when there is room (a
  * job whose next step was to start goes back to READY, like any job a shutdown interrupts). */
 Test(store_full, a_stop_writes_a_held_step_end_at_once) {
+    open_world(yaml, 0, 0);
     ql_id_t job = build(0);
     ql_sched_start(w.sched);
     run_seconds(1);
     cr_assert_eq(job_state(&job), QL_RUNNING);
     cr_assert_gt(fill_map(), 0);
     run_seconds(300 + 60);
+    cr_assert_eq(running(), 1, "the run is held with its step's end");
     cr_assert_eq(w.failing_lines, 1);
     cr_assert_eq(w.recovered_lines, 0, "the end is still held");
-    cr_assert_eq(running(), 1);
     uint32_t held = held_step(&job);
 
     free_ballast();
@@ -308,4 +315,36 @@ Test(store_full, a_stop_writes_a_held_step_end_at_once) {
         cr_assert_eq(job_state(&job), QL_SUCCEED, "the job's end was written by the stop");
     }
     cr_assert_eq(w.recovered_lines, 1);
+}
+
+/* A failed step's retry starts with a write too (the step READY -> RUNNING): held the same way,
+ * so the job does not stay RUNNING with its step READY and nothing to start it. */
+Test(store_full, a_retry_start_that_does_not_fit_is_kept_and_the_retry_runs_once_there_is_room) {
+    static const char flaky[] = "templates:\n"
+                                "  INC_BUILD:\n"
+                                "    steps:\n"
+                                "      - {name: flaky, kind: fail, sim_duration: 1s}\n";
+    open_world(flaky, 1, 30000);
+    ql_id_t job = build(0);
+    ql_sched_start(w.sched);
+    run_seconds(2); /* the first try failed at 00:00:01 and waits 30 s for its retry */
+    ql_step_t st = get_step(&job, 0);
+    cr_assert_eq(st.state, QL_READY, "waiting for its retry (%s)", ql_state_name(st.state));
+    cr_assert_eq(st.attempts, 1);
+    ql_step_free(&st);
+
+    cr_assert_gt(fill_map(), 0);
+    run_seconds(60);
+    cr_assert_eq(running(), 1, "the run keeps its retry, whose start could not be written");
+    cr_assert_eq(w.failing_lines, 1, "the retry's start failed");
+    cr_assert_eq(job_state(&job), QL_RUNNING);
+
+    free_ballast();
+    run_seconds(10);
+    cr_assert_eq(job_state(&job), QL_ERROR, "the retry ran (and failed too)");
+    st = get_step(&job, 0);
+    cr_assert_eq(st.attempts, 2, "one retry, as configured");
+    ql_step_free(&st);
+    cr_assert_eq(w.recovered_lines, 1);
+    cr_assert_eq(running(), 0);
 }
