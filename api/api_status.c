@@ -5,10 +5,52 @@
  */
 #include "api/api_int.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define TEXT_TYPE "text/plain; charset=utf-8"
 #define PROM_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define JSON_TYPE "application/json;charset=utf-8"
+
+/* Answers 503 with body (a JSON object, taken: freed here) naming why the server is unhealthy. */
+static void unhealthy(ql_http_req_t *req, json_t *body) {
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    static const char fallback[] = "{\"status\":\"unhealthy\"}";
+    if (text)
+        ql_http_respond(req, 503, JSON_TYPE, text, strlen(text));
+    else
+        ql_http_respond(req, 503, JSON_TYPE, fallback, sizeof fallback - 1);
+    free(text);
+}
+
+/*
+ * The writer's part of the health check: a server whose writes fail (a full map or disk) or
+ * whose writer has held a mutation past the stall bound without committing anything cannot do
+ * its job, even though it answers and reads. An idle writer is healthy however long ago its
+ * last commit was. Returns whether it answered (503).
+ */
+static bool writer_unhealthy(ql_api_t *api, ql_http_req_t *req) {
+    ql_writer_health_t h;
+    ql_writer_health(ql_node_writer(api->node), &h);
+    if (h.error) {
+        unhealthy(req, json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "status", "unhealthy", "reason",
+                                 "writes_failing", "code", ql_error_code(h.error), "message",
+                                 h.error_msg, "failing_ms", (json_int_t)h.failing_ms, "failures",
+                                 (json_int_t)h.failures));
+        return true;
+    }
+    int64_t bound = ql_config_get_ms(api->cfg, "qilin.server.healthz-writer-stall-ms");
+    if (h.pending && h.oldest_pending_ms > bound && h.since_commit_ms > bound) {
+        unhealthy(req,
+                  json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "status", "unhealthy", "reason",
+                            "writer_stalled", "pending", (json_int_t)h.pending, "oldest_pending_ms",
+                            (json_int_t)h.oldest_pending_ms, "since_commit_ms",
+                            (json_int_t)h.since_commit_ms, "stall_ms", (json_int_t)bound));
+        return true;
+    }
+    return false;
+}
 
 static void h_healthz(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
@@ -32,6 +74,8 @@ static void h_healthz(ql_http_req_t *req, void *arg) {
         ql_http_respond(req, 503, TEXT_TYPE, msg, (size_t)len);
         return;
     }
+    if (writer_unhealthy(api, req))
+        return;
     static const char ok[] = "ok";
     ql_http_respond(req, 200, TEXT_TYPE, ok, sizeof ok - 1);
 }

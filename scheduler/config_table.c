@@ -150,6 +150,13 @@ static const ql_config_option_t options[] = {
      .doc = "Whether an ad-hoc job (POST /kylin/api/jobs) may give its own shell steps (any "
             "argv, run as the server's user). Off: ad-hoc jobs take their type's template steps "
             "or noop/sleep/warn/fail steps only, and shell steps get 403."},
+    {.key = "qilin.server.healthz-writer-stall-ms",
+     .type = QL_CONFIG_MS,
+     .def = "5000",
+     .min = 100,
+     .max = HOUR_MS,
+     .doc = "GET /healthz answers 503 when a store write has waited this long with no commit "
+            "meanwhile (the writer is stuck, e.g. on a slow disk); an idle writer is healthy."},
     /* scheduler */
     {.key = "kylin.job.scheduler.default",
      .type = QL_CONFIG_INT,

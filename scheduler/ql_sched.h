@@ -25,6 +25,9 @@
  * - Startup recovery (ql_sched_recover): RUNNING and PENDING jobs go back to READY, recorded
  *   process groups of interrupted steps are killed, and jobs resume from the first step that
  *   did not finish.
+ * - A full store: a step's end (or a retry's start) that fails because the store cannot take
+ *   it (a full map or disk) is kept in memory and written again with backoff until it commits;
+ *   no job is picked meanwhile (sched_hold.c). A fencing refusal is never retried.
  */
 #ifndef QL_SCHED_H
 #define QL_SCHED_H

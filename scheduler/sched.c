@@ -543,7 +543,8 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
  * ents[*n..] (room for max_concurrent_jobs more entries), which the caller submits.
  */
 static void fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
-    if (!s->fetching || s->stopping)
+    /* Nothing new while step ends wait for the store (sched_hold.c). */
+    if (!s->fetching || s->stopping || ql_sched_holding(s))
         return;
     /* Runs whose job is ending run nothing any more: their slots may be taken now, so that the
      * picks share a commit with those jobs' ends instead of waiting for it. */
@@ -831,6 +832,8 @@ static void retry_timer_cb(ql_timer_t *t, void *arg) {
     r->now = ql_clock_now_ms(r->s->opts.clock);
     r->end_seq = r->seq;
     r->end_attempt = r->attempt;
+    r->end_fn = retry_fn;
+    r->end_done = step_written;
     r->refs++;
     if (ql_sched_submit(r->s, retry_fn, r, step_written)) {
         r->refs--;
@@ -842,6 +845,9 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     r->refs--;
+    /* A full map or disk: the outcome (output included) stays and is written again. */
+    if (ql_sched_hold_end(r, status, err))
+        return;
     free(r->output);
     r->output = NULL;
     if (fenced_out(s, status, err)) {
@@ -952,6 +958,8 @@ void ql_sched_step_completed(run_t *r) {
     r->now = ql_clock_now_ms(s->opts.clock);
     r->end_seq = r->seq;
     r->end_attempt = r->attempt;
+    r->end_fn = finish_fn;
+    r->end_done = step_written;
     r->refs++;
     /* Steps that end in the same loop turn (built-in steps started by one pick batch, processes
      * reaped together) are written together: queued here, submitted by a zero-delay timer,
@@ -1221,6 +1229,8 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     ql_timer_init(opts->clock, &s->flush_timer);
     ql_timer_init(opts->clock, &s->finish_timer);
     ql_timer_init(opts->clock, &s->grace_timer);
+    ql_timer_init(opts->clock, &s->hold_timer);
+    s->held_tail = &s->held;
     *out = s;
     return 0;
 }
@@ -1357,6 +1367,7 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*d
     s->stop_done = done;
     s->stop_arg = arg;
     s->stop_grace_ms = grace_ms;
+    ql_sched_release_held(s); /* one last try each, now (see sched_hold.c) */
     if (pause_running || grace_ms == 0) {
         interrupt_runs(s, false); /* may end the stop (and free s) */
         return;
@@ -1406,9 +1417,9 @@ static void run_timer_freed(ql_timer_t *t) {
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    /* Timers of the real clock close asynchronously: s is freed once its five timers and the
+    /* Timers of the real clock close asynchronously: s is freed once its six timers and the
      * timers of the runs freed below are closed. */
-    s->closing = 5;
+    s->closing = 6;
     /* Queued step ends go to the writer like every other mutation, with no pick. */
     s->fetching = false;
     flush_finishing(s);
@@ -1432,9 +1443,9 @@ void ql_sched_free(ql_sched_t *s) {
             run_release(r);
         }
     }
-    ql_timer_t *timers[] = {&s->poll_timer, &s->kick_timer, &s->flush_timer, &s->finish_timer,
-                            &s->grace_timer};
-    for (int i = 0; i < 5; i++) {
+    ql_timer_t *timers[] = {&s->poll_timer,   &s->kick_timer,  &s->flush_timer,
+                            &s->finish_timer, &s->grace_timer, &s->hold_timer};
+    for (int i = 0; i < 6; i++) {
         ql_timer_stop(timers[i]);
         timers[i]->arg = s;
         ql_timer_close(timers[i], sched_timer_closed);

@@ -49,6 +49,12 @@ struct run {
     /* the try a FINISHING mutation records, set before it is queued: the mutation may run
      * again (a batch that failed, a full map), and begin_step moves seq/attempt on */
     uint32_t end_seq, end_attempt;
+    /* the FINISHING mutation and its answer, kept to submit it again while the store cannot
+     * take it (sched_hold.c); held_next links the runs held that way */
+    ql_write_fn end_fn;
+    ql_write_done_cb end_done;
+    run_t *held_next;
+    bool held_retry; /* end_fn was submitted again by the hold: its answer is due */
     /* the step that ended was the job's last (or failed for good): the job ends with the
      * mutation in flight, and the run no longer counts against the concurrency limits */
     bool ending;
@@ -92,6 +98,14 @@ struct ql_sched {
     size_t n_finishing, cap_finishing;
     ql_timer_t finish_timer;
     ql_sched_stats_t stats;
+    /* step ends (and retry starts) the store could not take, in order, waiting for the hold
+     * timer to submit them again (sched_hold.c) */
+    run_t *held, **held_tail;
+    ql_timer_t hold_timer;
+    int64_t hold_backoff_ms;
+    size_t n_held_retries;        /* runs with held_retry set */
+    bool writes_failing;          /* logged once when they start failing, once when they work */
+    int64_t writes_failing_since; /* clock ms */
     void (*step_start_hook)(void *arg, const ql_id_t *job, uint32_t seq);
     void *step_start_arg;
     /* zones and partition formats for shell steps' *_FMT variables, opened once (loop thread) */
@@ -111,5 +125,16 @@ void ql_sched_spawn_shell(run_t *r);
  * cap bytes, says which condition), 0 when it runs, -1 when the parameters cannot be read
  * (why says so; the step fails). */
 int ql_sched_step_skipped(run_t *r, char *why, size_t cap);
+
+/* sched_hold.c. Every answer to a FINISHING run's mutation comes here first. When the write
+ * failed because the store could not take it (ql_writer_store_error) and the scheduler is not
+ * stopping, r is held: its outcome stays in memory and r->end_fn is submitted again, with
+ * backoff, until it commits (the first such failure is logged, and so is the first success
+ * after them). Returns whether r was held; if not, the caller handles the answer. */
+bool ql_sched_hold_end(run_t *r, int status, const ql_err_t *err);
+/* Whether new jobs must wait: step ends are held or being written again. */
+bool ql_sched_holding(const ql_sched_t *s);
+/* Submits every held run again at once (a stop does not wait for the backoff). */
+void ql_sched_release_held(ql_sched_t *s);
 
 #endif

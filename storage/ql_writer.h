@@ -24,6 +24,10 @@
  *   fit leave no room for the commit itself, they are run again in smaller transactions, so a
  *   mutation function may run more than once (each earlier run's changes discarded): it must
  *   derive its changes from the transaction and its arg only, and write its outputs anew.
+ * - Health: the writer keeps when it last committed, how long its oldest uncommitted mutation
+ *   has waited and, while writes fail with a store error (a full map or disk), which error and
+ *   since when (ql_writer_health). It does not retry: a failed mutation is answered with its
+ *   error, and whoever must not lose the change (the scheduler's step ends) submits it again.
  */
 #ifndef QL_WRITER_H
 #define QL_WRITER_H
@@ -82,6 +86,28 @@ size_t ql_writer_flush(ql_writer_t *w);
 bool ql_writer_pending(ql_writer_t *w);
 
 void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out);
+
+/* Whether code says the store could not take a write (a full map or disk, an I/O error, no
+ * memory, a map grown past this process's), as opposed to a mutation refused by the rules
+ * (an overlap, a conflict, a fencing refusal): a write failed that way may work later. */
+bool ql_writer_store_error(int code);
+
+/* How writes go, for health checks (GET /healthz). Ages are milliseconds of the monotonic
+ * clock, measured when the call is made. */
+typedef struct ql_writer_health {
+    uint64_t commits;          /* write transactions committed so far */
+    int64_t since_commit_ms;   /* since the last commit (since the writer started before one) */
+    size_t pending;            /* mutations queued or being applied, not committed yet */
+    int64_t oldest_pending_ms; /* how long the oldest of them has waited; 0 when none */
+    /* Writes failing: the store error (ql_writer_store_error) of the last failed mutation, 0
+     * once a batch commits with no such error. */
+    int error;
+    char error_msg[512];
+    int64_t failing_ms; /* since the first of those failures */
+    uint64_t failures;  /* mutations that failed since then */
+} ql_writer_health_t;
+/* Fills out. Thread-safe. */
+void ql_writer_health(ql_writer_t *w, ql_writer_health_t *out);
 ql_store_t *ql_writer_store(ql_writer_t *w);
 
 #endif

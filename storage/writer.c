@@ -6,6 +6,7 @@
 #include "storage/ql_writer.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -16,7 +17,8 @@ typedef struct mutation {
     ql_write_fn fn;
     void *arg;
     ql_write_done_cb done;
-    waiter_t *waiter; /* ql_writer_call: signalled directly, never through complete() */
+    waiter_t *waiter;   /* ql_writer_call: signalled directly, never through complete() */
+    uint64_t queued_ns; /* when it was queued (uv_hrtime), for ql_writer_health */
     int status;
     ql_err_t err;
     struct mutation *next;
@@ -44,7 +46,31 @@ struct ql_writer {
     mqueue_t queue; /* submitted, not yet applied */
     mqueue_t done;  /* committed, not yet answered */
     ql_writer_stats_t stats;
+    /* health (under lock): see ql_writer_health */
+    size_t n_queued;         /* mutations in queue */
+    size_t n_applying;       /* mutations of the batch being applied */
+    uint64_t applying_since; /* queued_ns of that batch's oldest mutation */
+    uint64_t last_commit_ns; /* the last commit, or the writer's start before the first */
+    int fail_code;           /* the store error writes fail with, 0 when they work */
+    char fail_msg[512];      /* its message */
+    uint64_t fail_since_ns;  /* the first failure since the last clean commit */
+    uint64_t fail_count;     /* mutations failed by store errors since then */
 };
+
+bool ql_writer_store_error(int code) {
+    switch (code) {
+    case QL_EMAPFULL:
+    case QL_EDISKFULL:
+    case QL_EMAPSIZE:
+    case QL_ETRANSIENT:
+    case UV_EIO:
+    case UV_ENOSPC:
+    case UV_ENOMEM:
+        return true;
+    default:
+        return false;
+    }
+}
 
 static void mq_push(mqueue_t *q, mutation_t *m) {
     m->next = NULL;
@@ -149,10 +175,33 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
         for (mutation_t *m = batch; m; m = m->next)
             m->status = ql_err_set(&m->err, UV_ENOMEM, "out of memory");
     }
-    for (mutation_t *m = batch; m; m = m->next)
+    const mutation_t *store_failed = NULL; /* the first one the store could not take */
+    for (mutation_t *m = batch; m; m = m->next) {
         failed += m->status != 0;
+        if (!store_failed && ql_writer_store_error(m->status))
+            store_failed = m;
+    }
+    uint64_t now = uv_hrtime();
 
     pthread_mutex_lock(&w->lock);
+    w->n_applying = 0;
+    if (committed)
+        w->last_commit_ns = now;
+    /* Writes fail from the first store error on, until a batch commits with none: a batch that
+     * commits only because its mutations were too small to hit the full map does not count. */
+    if (store_failed) {
+        if (!w->fail_code)
+            w->fail_since_ns = now;
+        w->fail_code = store_failed->status;
+        snprintf(w->fail_msg, sizeof w->fail_msg, "%s",
+                 store_failed->err.msg[0] ? store_failed->err.msg
+                                          : ql_strerror(store_failed->status));
+        w->fail_count += failed;
+    } else if (committed) {
+        w->fail_code = 0;
+        w->fail_msg[0] = '\0';
+        w->fail_count = 0;
+    }
     w->stats.batches += committed;
     w->stats.mutations += n;
     w->stats.failed += failed;
@@ -189,14 +238,26 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
         w->opts.notify(w->opts.notify_arg);
 }
 
+/* Takes the next batch (under lock) and notes it as being applied. */
+static mutation_t *take_batch(ql_writer_t *w) {
+    mutation_t *batch = mq_take(&w->queue, w->opts.max_batch);
+    size_t n = 0;
+    for (mutation_t *m = batch; m; m = m->next)
+        n++;
+    w->n_queued -= n;
+    w->n_applying = n;
+    if (batch)
+        w->applying_since = batch->queued_ns; /* the queue is FIFO: the oldest */
+    return batch;
+}
+
 static void *writer_main(void *arg) {
     ql_writer_t *w = arg;
-    size_t max = w->opts.max_batch;
     pthread_mutex_lock(&w->lock);
     for (;;) {
         while (!w->queue.head && !w->stopping)
             pthread_cond_wait(&w->wake, &w->lock);
-        mutation_t *batch = mq_take(&w->queue, max);
+        mutation_t *batch = take_batch(w);
         if (!batch)
             break; /* stopping and drained */
         pthread_mutex_unlock(&w->lock);
@@ -217,6 +278,7 @@ int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t *
         w->opts = *opts;
     if (!w->opts.max_batch)
         w->opts.max_batch = 4096;
+    w->last_commit_ns = uv_hrtime();
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
     if (!w->opts.manual) {
@@ -256,7 +318,9 @@ static int enqueue(ql_writer_t *w, mutation_t *m) {
         pthread_mutex_unlock(&w->lock);
         return QL_ESHUTDOWN;
     }
+    m->queued_ns = uv_hrtime();
     mq_push(&w->queue, m);
+    w->n_queued++;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);
     return 0;
@@ -329,7 +393,7 @@ size_t ql_writer_flush(ql_writer_t *w) {
     size_t applied = 0;
     for (;;) {
         pthread_mutex_lock(&w->lock);
-        mutation_t *batch = mq_take(&w->queue, w->opts.max_batch);
+        mutation_t *batch = take_batch(w);
         pthread_mutex_unlock(&w->lock);
         if (!batch)
             break;
@@ -351,6 +415,30 @@ bool ql_writer_pending(ql_writer_t *w) {
 void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out) {
     pthread_mutex_lock(&w->lock);
     *out = w->stats;
+    pthread_mutex_unlock(&w->lock);
+}
+
+static int64_t age_ms(uint64_t now, uint64_t then) {
+    return now > then ? (int64_t)((now - then) / 1000000) : 0;
+}
+
+void ql_writer_health(ql_writer_t *w, ql_writer_health_t *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&w->lock);
+    uint64_t now = uv_hrtime();
+    out->commits = w->stats.batches;
+    out->since_commit_ms = age_ms(now, w->last_commit_ns);
+    out->pending = w->n_queued + w->n_applying;
+    if (w->n_applying)
+        out->oldest_pending_ms = age_ms(now, w->applying_since);
+    else if (w->queue.head)
+        out->oldest_pending_ms = age_ms(now, w->queue.head->queued_ns);
+    out->error = w->fail_code;
+    if (w->fail_code) {
+        snprintf(out->error_msg, sizeof out->error_msg, "%s", w->fail_msg);
+        out->failing_ms = age_ms(now, w->fail_since_ns);
+        out->failures = w->fail_count;
+    }
     pthread_mutex_unlock(&w->lock);
 }
 

@@ -341,3 +341,48 @@ Test(mapfull, group_commit_filling_the_map, .timeout = 120) {
     ql_test_assert_fsck_clean(store);
     free(items);
 }
+
+static int refused_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    (void)txn;
+    (void)arg;
+    return ql_err_set(err, QL_EINVAL, "field 'x': refused by the rules");
+}
+
+/* ql_writer_health: a mutation the map cannot take makes writes "failing" (with the error and
+ * its message) until a batch commits with no such error; a refusal by the rules does not. */
+Test(mapfull, the_writer_health_names_a_full_map_until_a_write_commits) {
+    ql_writer_opts_t o = {.manual = true};
+    ql_writer_t *w;
+    cr_assert_eq(ql_writer_new(store, &o, &w), 0);
+    ql_writer_health_t h;
+    ql_writer_health(w, &h);
+    cr_assert_eq(h.error, 0);
+    cr_assert_eq(h.pending, 0);
+    cr_assert_eq(h.oldest_pending_ms, 0);
+
+    cr_assert_eq(ql_writer_submit(w, small_fn, "a", NULL), 0);
+    cr_assert_eq(ql_writer_submit(w, refused_fn, NULL, NULL), 0);
+    ql_writer_health(w, &h);
+    cr_assert_eq(h.pending, 2, "queued, not committed");
+    cr_assert_eq(ql_writer_flush(w), 2);
+    ql_writer_health(w, &h);
+    cr_assert_eq(h.pending, 0);
+    cr_assert_eq(h.commits, 1);
+    cr_assert_eq(h.error, 0, "a refusal by the rules is not a failing store");
+
+    cr_assert_eq(ql_writer_submit(w, huge_fn, NULL, NULL), 0);
+    ql_writer_flush(w);
+    ql_writer_health(w, &h);
+    cr_assert_eq(h.error, QL_EMAPFULL, "%s", ql_strerror(h.error));
+    cr_assert(strstr(h.error_msg, "full"), "%s", h.error_msg);
+    cr_assert_eq(h.failures, 1);
+    cr_assert_eq(h.commits, 1, "nothing committed");
+
+    cr_assert_eq(ql_writer_submit(w, small_fn, "b", NULL), 0);
+    ql_writer_flush(w);
+    ql_writer_health(w, &h);
+    cr_assert_eq(h.error, 0, "a clean commit ends the failure");
+    cr_assert_eq(h.failures, 0);
+    cr_assert_eq(h.commits, 2);
+    ql_writer_free(w);
+}
