@@ -14,8 +14,9 @@
  *     (first byte of a request to its end, never extended: slowloris gets 408), send (no
  *     write progress), idle (nothing in flight), linger (after a final response). While a
  *     handler holds a request and nothing else is arriving, no deadline applies.
- *   - Errors detected while parsing become a response to the request being parsed, queued
- *     behind the earlier responses like any other, and then the connection closes gracefully:
+ *   - Errors detected while parsing become a response to the request being parsed (or to a
+ *     request made for the error, when the bytes could not begin one), queued behind the
+ *     earlier responses like any other, and then the connection closes gracefully:
  *     shutdown(SHUT_WR) once the writes are out, discard input until EOF or linger_ms, close.
  */
 #include "api/http_int.h"
@@ -93,6 +94,7 @@ struct ql_http_conn {
     struct sockaddr_storage peer;
     char peer_str[INET6_ADDRSTRLEN];
     bool loopback;
+    const char *cb_why; /* static reason for cb_status 400, or NULL */
 };
 
 typedef struct http_write {
@@ -587,11 +589,12 @@ static int fail_cb(ql_http_conn_t *c, int status) {
     return -1;
 }
 
-static int on_message_begin(http_parser *p) {
-    ql_http_conn_t *c = p->data;
+/* A new request at the tail of the FIFO, holding a connection reference; NULL when out of
+ * memory. */
+static ql_http_req_t *conn_new_req(ql_http_conn_t *c) {
     ql_http_req_t *req = ql_http_req_alloc(c->loop, &c->peer, c->peer_str, c->loopback);
     if (!req)
-        return fail_cb(c, 500);
+        return NULL;
     req->conn = c;
     c->refs++;
     if (c->tail)
@@ -600,6 +603,14 @@ static int on_message_begin(http_parser *p) {
         c->head = req;
     c->tail = req;
     c->queued++;
+    return req;
+}
+
+static int on_message_begin(http_parser *p) {
+    ql_http_conn_t *c = p->data;
+    ql_http_req_t *req = conn_new_req(c);
+    if (!req)
+        return fail_cb(c, 500);
     c->parsing = req;
     c->read_mark = uv_now(c->loop);
     return 0;
@@ -629,6 +640,13 @@ static int end_element(ql_http_req_t *req) {
 static int on_header_field(http_parser *p, const char *at, size_t len) {
     ql_http_conn_t *c = p->data;
     ql_http_req_t *req = c->parsing;
+    /* http-parser passes "Host " for "Host : x" (and " Host" after the request line). RFC 7230
+     * 3.2.4 makes whitespace before the colon a 400: a proxy that reads the field otherwise
+     * than this server would be smuggled a request. */
+    if (memchr(at, ' ', len) || memchr(at, '\t', len)) {
+        c->cb_why = "whitespace in a header field name";
+        return fail_cb(c, 400);
+    }
     /* 4: ": " and CRLF, so many tiny headers count for what they cost on the wire. */
     if (count_header_bytes(c, req, len + (req->last_cb != 1 ? 4 : 0)))
         return -1;
@@ -770,8 +788,14 @@ static void conn_fail(ql_http_conn_t *c, int status, const char *why) {
     c->parsing = NULL;
     c->no_more_input = true;
     if (!req) {
-        conn_close(c);
-        return;
+        /* The bytes could not even begin a request (junk after pipelined requests, or alone):
+         * the error gets a request of its own behind the earlier ones, so they are answered
+         * first (a write among them must not lose its answer, or a retry repeats it). */
+        req = conn_new_req(c);
+        if (!req) {
+            conn_close(c);
+            return;
+        }
     }
     req->state = QL_HTTP_REQ_HANDLING;
     req->close_after = true;
@@ -824,7 +848,7 @@ static void conn_parse(ql_http_conn_t *c) {
             int status = c->cb_status;
             if (!status)
                 status = e == HPE_HEADER_OVERFLOW ? 431 : 400;
-            conn_fail(c, status, http_errno_description(e));
+            conn_fail(c, status, c->cb_why ? c->cb_why : http_errno_description(e));
             break;
         }
     }
