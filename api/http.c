@@ -14,10 +14,16 @@
  *     (first byte of a request to its end, never extended: slowloris gets 408), send (no
  *     write progress), idle (nothing in flight), linger (after a final response). While a
  *     handler holds a request and nothing else is arriving, no deadline applies.
+ *     Until the headers of its first request are complete, a connection's idle and read
+ *     deadlines are capped at first_request_timeout_ms from its accept.
  *   - Errors detected while parsing become a response to the request being parsed (or to a
  *     request made for the error, when the bytes could not begin one), queued behind the
  *     earlier responses like any other, and then the connection closes gracefully:
  *     shutdown(SHUT_WR) once the writes are out, discard input until EOF or linger_ms, close.
+ *   - Holding connections (ql_http.h): server->peers counts open connections per address;
+ *     server->anon_oldest.. lists the unauthenticated ones in accept order, which is the
+ *     eviction order when the server is full; a connection leaves that list when a response
+ *     to an authenticated request is given on it, and never joins it again.
  */
 #include "api/http_int.h"
 
@@ -47,10 +53,15 @@ struct ql_http_server {
     bool listener_closed;
     bool close_called;
     struct sockaddr_storage bound;
-    ql_http_conn_t *conns; /* every connection whose memory is alive */
-    size_t n_conns;        /* connections whose handles are not yet closed */
-    size_t n_open;         /* connections not closed: what max_connections limits */
-    size_t n_rejecting;    /* refused connections whose handle is still closing */
+    ql_http_conn_t *conns;       /* every connection whose memory is alive */
+    size_t n_conns;              /* connections whose handles are not yet closed */
+    size_t n_open;               /* connections not closed: what max_connections limits */
+    size_t n_rejecting;          /* refused connections whose handle is still closing */
+    size_t n_anon;               /* open connections not authenticated: what auth_reserve bounds */
+    ql_http_conn_t *anon_oldest; /* those connections in accept order, for eviction */
+    ql_http_conn_t *anon_newest;
+    size_t reserve;        /* auth_reserve as it applies: at most max_connections / 4 */
+    ql_http_peers_t peers; /* open connections per client address */
     ql_http_close_cb close_cb;
     void *close_arg;
     ql_http_counters_t counters;
@@ -94,6 +105,16 @@ struct ql_http_conn {
     struct sockaddr_storage peer;
     char peer_str[INET6_ADDRSTRLEN];
     bool loopback;
+    unsigned char peer_key[QL_HTTP_PEER_KEY];
+    bool peer_counted;         /* counted in server->peers */
+    bool anon;                 /* counted in server->n_anon: no request on it authenticated yet */
+    ql_http_conn_t *anon_prev; /* the server's accept-ordered list of anon connections */
+    ql_http_conn_t *anon_next;
+    bool probation;     /* accepted into the reserve: one request at a time, closed after an
+                           unauthenticated answer */
+    bool first_headers; /* the headers of its first request are complete */
+    bool timer_first;   /* the armed deadline is first_request_timeout_ms */
+    uint64_t accepted_ms;
     const char *cb_why; /* static reason for cb_status 400, or NULL */
 };
 
@@ -113,11 +134,21 @@ static const char reject_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
                                  "Content-Length: 90\r\n"
                                  "Connection: close\r\n"
                                  "Retry-After: 1\r\n\r\n" REJECT_BODY;
+#define REJECT_ADDR_BODY                                                                           \
+    "{\"code\":\"999\",\"data\":null,\"msg\":\"too many connections from your address, try "       \
+    "again\",\"error_code\":\"QL-00023\"}"
+_Static_assert(sizeof REJECT_ADDR_BODY - 1 == 108, "update Content-Length in reject_addr_503");
+static const char reject_addr_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
+                                      "Content-Type: application/json;charset=utf-8\r\n"
+                                      "Content-Length: 108\r\n"
+                                      "Connection: close\r\n"
+                                      "Retry-After: 1\r\n\r\n" REJECT_ADDR_BODY;
 
 static void conn_parse(ql_http_conn_t *c);
 static void conn_flush(ql_http_conn_t *c);
 static void conn_arm(ql_http_conn_t *c);
 static void conn_close(ql_http_conn_t *c);
+static void anon_remove(ql_http_conn_t *c);
 static void conn_update_reading(ql_http_conn_t *c);
 static void server_maybe_closed(ql_http_server_t *s);
 
@@ -131,6 +162,9 @@ void ql_http_limits_default(ql_http_limits_t *out) {
     out->linger_ms = 2000;
     out->max_connections = 1024;
     out->max_pipeline = 16;
+    out->max_connections_per_address = 64;
+    out->first_request_timeout_ms = 10000;
+    out->auth_reserve = 64;
 }
 
 /* ---- addresses ---- */
@@ -284,12 +318,64 @@ static void on_handle_close(uv_handle_t *h) {
     conn_unref(c);
 }
 
+static void anon_add(ql_http_conn_t *c) {
+    ql_http_server_t *s = c->server;
+    c->anon = true;
+    s->n_anon++;
+    c->anon_prev = s->anon_newest;
+    c->anon_next = NULL;
+    if (s->anon_newest)
+        s->anon_newest->anon_next = c;
+    else
+        s->anon_oldest = c;
+    s->anon_newest = c;
+}
+
+static void anon_remove(ql_http_conn_t *c) {
+    ql_http_server_t *s = c->server;
+    if (!c->anon)
+        return;
+    c->anon = false;
+    s->n_anon--;
+    if (c->anon_prev)
+        c->anon_prev->anon_next = c->anon_next;
+    else
+        s->anon_oldest = c->anon_next;
+    if (c->anon_next)
+        c->anon_next->anon_prev = c->anon_prev;
+    else
+        s->anon_newest = c->anon_prev;
+    c->anon_prev = c->anon_next = NULL;
+}
+
+/* The connection a newcomer may take the place of when the server is full: the oldest
+ * unauthenticated one with nothing in flight, else the oldest one still receiving a request
+ * and nothing else. Connections with a request handed to a handler, or an answer being
+ * written, are never taken (the work would be lost). NULL when there is none. */
+static ql_http_conn_t *find_evictable(ql_http_server_t *s) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (ql_http_conn_t *c = s->anon_oldest; c; c = c->anon_next) {
+            if (c->closed || c->writes || c->finishing)
+                continue;
+            if (!c->head)
+                return c;
+            if (pass == 1 && c->head == c->parsing && !c->head->next)
+                return c;
+        }
+    }
+    return NULL;
+}
+
 /* Closes at once: pending responses are dropped, requests held by handlers stay valid. */
 static void conn_close(ql_http_conn_t *c) {
     if (c->closed)
         return;
     c->closed = true;
     c->server->n_open--;
+    if (c->peer_counted)
+        ql_http_peers_remove(&c->server->peers, c->peer_key);
+    c->peer_counted = false;
+    anon_remove(c);
     c->parsing = NULL;
     c->completed = NULL;
     for (ql_http_req_t *req = c->head, *next; req; req = next) {
@@ -437,7 +523,13 @@ static void on_timer(uv_timer_t *t) {
         return;
     switch (c->timer_mode) {
     case T_READ: {
-        s->counters.timeouts_request++;
+        uint64_t limit_ms = s->cfg.limits.request_timeout_ms;
+        if (c->timer_first) {
+            s->counters.timeouts_first++;
+            limit_ms = s->cfg.limits.first_request_timeout_ms;
+        } else {
+            s->counters.timeouts_request++;
+        }
         ql_http_req_t *req = c->parsing;
         c->parsing = NULL;
         c->no_more_input = true;
@@ -448,12 +540,17 @@ static void on_timer(uv_timer_t *t) {
         req->state = QL_HTTP_REQ_HANDLING;
         req->close_after = true;
         s->counters.bad_requests++;
-        ql_http_respond_error(req, 408, QL_ETRANSIENT, "request not received within %llu ms",
-                              (unsigned long long)s->cfg.limits.request_timeout_ms);
+        ql_http_respond_error(req, 408, QL_ETRANSIENT,
+                              c->timer_first ? "request headers not received within %llu ms"
+                                             : "request not received within %llu ms",
+                              (unsigned long long)limit_ms);
         return;
     }
     case T_IDLE:
-        s->counters.timeouts_idle++;
+        if (c->timer_first)
+            s->counters.timeouts_first++;
+        else
+            s->counters.timeouts_idle++;
         conn_close(c);
         return;
     case T_SEND:
@@ -500,6 +597,17 @@ static void conn_arm(ql_http_conn_t *c) {
         return;
     }
     uint64_t due = c->mark + timeout;
+    /* A connection that has not yet delivered the headers of a first request gets the short
+     * first_request_timeout_ms from its accept, waiting or reading alike: opening connections
+     * and sending nothing (or a trickle) holds a slot for seconds, not for idle_timeout_ms. */
+    c->timer_first = false;
+    if (!c->first_headers && (mode == T_IDLE || mode == T_READ)) {
+        uint64_t first_due = c->accepted_ms + lim->first_request_timeout_ms;
+        if (first_due <= due) {
+            due = first_due;
+            c->timer_first = true;
+        }
+    }
     uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
 }
 
@@ -562,6 +670,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     conn_parse(c);
 }
 
+/* A connection on probation is read one request at a time: its first answer decides whether
+ * it stays, and no later request may run (a write among them) only to lose its answer. */
+static size_t conn_max_pipeline(const ql_http_conn_t *c, const ql_http_limits_t *lim) {
+    return c->probation ? 1 : lim->max_pipeline;
+}
+
 static void conn_update_reading(ql_http_conn_t *c) {
     if (c->closed)
         return;
@@ -571,7 +685,7 @@ static void conn_update_reading(ql_http_conn_t *c) {
         want = !c->eof;
     else
         want = !c->no_more_input && !c->eof && c->roff >= c->rlen &&
-               (c->parsing || c->queued < lim->max_pipeline);
+               (c->parsing || c->queued < conn_max_pipeline(c, lim));
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
             conn_close(c);
@@ -709,6 +823,7 @@ static int on_headers_complete(http_parser *p) {
     for (size_t i = 0; i < req->n_hdrs; i++)
         trim_value(req, &req->hdrs[i]);
     req->headers_done = true;
+    c->first_headers = true;
     req->method = http_method_str((enum http_method)p->method);
     req->is_head = p->method == HTTP_HEAD;
     req->http_major = (unsigned char)p->http_major;
@@ -830,7 +945,7 @@ static void conn_parse(ql_http_conn_t *c) {
     c->in_parse = true;
     const ql_http_limits_t *lim = &c->server->cfg.limits;
     while (!c->closed && !c->no_more_input && c->roff < c->rlen) {
-        if (!c->parsing && c->queued >= lim->max_pipeline)
+        if (!c->parsing && c->queued >= conn_max_pipeline(c, lim))
             break; /* back-pressure: resumed by conn_flush */
         size_t n =
             http_parser_execute(&c->parser, &parser_settings, c->rbuf + c->roff, c->rlen - c->roff);
@@ -885,6 +1000,15 @@ int ql_http_respond(ql_http_req_t *req, int status, const char *content_type, co
         return UV_ECONNRESET;
     }
     count_response(s, req->route_name, status);
+    if (req->user && c->anon) {
+        /* Valid credentials: the connection may keep a reserved slot from now on, and is
+         * never evicted. */
+        anon_remove(c);
+        c->probation = false;
+    } else if (c->probation && !req->user && !req->close_after) {
+        s->counters.probation_closed++;
+        req->close_after = true;
+    }
     if (ql_http_req_build(req, status, content_type, body, len) != 0) {
         conn_unlink_req(c, req);
         req_free(req);
@@ -930,7 +1054,7 @@ static void on_connection(uv_stream_t *listener, int status) {
     ql_http_server_t *s = listener->data;
     if (status < 0 || s->closing)
         return;
-    if (s->n_open >= s->cfg.limits.max_connections) {
+    if (s->n_open >= s->cfg.limits.max_connections && !find_evictable(s)) {
         reject(s, listener);
         return;
     }
@@ -958,7 +1082,6 @@ static void on_connection(uv_stream_t *listener, int status) {
         conn_close(c);
         return;
     }
-    s->counters.accepted++;
     int namelen = sizeof c->peer;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &namelen) == 0) {
         if (c->peer.ss_family == AF_INET6)
@@ -967,6 +1090,35 @@ static void on_connection(uv_stream_t *listener, int status) {
             uv_ip4_name((struct sockaddr_in *)&c->peer, c->peer_str, sizeof c->peer_str);
         c->loopback = ql_http_addr_is_loopback((struct sockaddr *)&c->peer);
     }
+    ql_http_peer_key((struct sockaddr *)&c->peer, c->peer_key);
+    if (ql_http_peers_count(&s->peers, c->peer_key) >= s->cfg.limits.max_connections_per_address) {
+        /* Best effort, as for max_connections: a fresh socket's buffer takes it whole. */
+        s->counters.rejected_address++;
+        uv_buf_t b = uv_buf_init((char *)reject_addr_503, sizeof reject_addr_503 - 1);
+        (void)uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        conn_close(c);
+        return;
+    }
+    if (ql_http_peers_add(&s->peers, c->peer_key) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->peer_counted = true;
+    if (s->n_open > s->cfg.limits.max_connections) {
+        /* Full, but an idle unauthenticated connection (checked above, and nothing ran since)
+         * gives way: holding connections open without credentials cannot lock others out. */
+        ql_http_conn_t *victim = find_evictable(s);
+        if (victim) {
+            s->counters.evicted++;
+            conn_close(victim);
+        }
+    }
+    /* Every connection starts unauthenticated; once those take every slot but the reserve,
+     * newcomers may stay only by authenticating. */
+    c->probation = s->n_anon >= s->cfg.limits.max_connections - s->reserve;
+    anon_add(c);
+    c->accepted_ms = uv_now(s->loop);
+    s->counters.accepted++;
     uv_tcp_nodelay(&c->tcp, 1);
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
@@ -1006,11 +1158,23 @@ int ql_http_server_new(uv_loop_t *loop, const ql_http_config_t *cfg, ql_http_ser
         l->max_connections = def.max_connections;
     if (!l->max_pipeline)
         l->max_pipeline = def.max_pipeline;
+    if (!l->max_connections_per_address)
+        l->max_connections_per_address = def.max_connections_per_address;
+    if (!l->first_request_timeout_ms)
+        l->first_request_timeout_ms = def.first_request_timeout_ms;
+    if (!l->auth_reserve)
+        l->auth_reserve = def.auth_reserve;
+    /* A reserve larger than a quarter of the server would starve clients without credentials
+     * (health checks, the first request of a browser) on a small max_connections. */
+    s->reserve =
+        l->auth_reserve < l->max_connections / 4 ? l->auth_reserve : l->max_connections / 4;
     if (l->max_header_bytes > HTTP_PARSER_HEADER_CEILING) {
         free(s);
         return QL_EINVAL;
     }
-    int rc = uv_tcp_init(loop, &s->listener);
+    int rc = ql_http_peers_init(&s->peers);
+    if (!rc)
+        rc = uv_tcp_init(loop, &s->listener);
     if (rc) {
         free(s);
         return rc;
@@ -1091,5 +1255,6 @@ void ql_http_server_free(ql_http_server_t *server) {
     for (size_t i = 0; i < server->n_stats; i++)
         free(server->stats[i].route);
     free(server->stats);
+    ql_http_peers_free(&server->peers);
     free(server);
 }

@@ -26,6 +26,35 @@ void ql_http_buf_free(ql_http_buf_t *b);
 
 typedef struct ql_http_conn ql_http_conn_t;
 
+/* ---- open connections per client address (api/http_peers.c) ---- */
+
+#define QL_HTTP_PEER_KEY 16
+
+typedef struct ql_http_peer {
+    unsigned char key[QL_HTTP_PEER_KEY];
+    uint32_t n; /* open connections; 0 marks an empty slot */
+} ql_http_peer_t;
+
+typedef struct ql_http_peers {
+    ql_http_peer_t *slots; /* owned; cap is a power of two, or 0 before the first add */
+    size_t cap;
+    size_t used;
+    unsigned char hash_key[16];
+} ql_http_peers_t;
+
+/* The key connections are counted under: an IPv4 address (as ::ffff:a.b.c.d), the /64 of an
+ * IPv6 address. sa is borrowed; NULL or another family gives the all-zero key. */
+void ql_http_peer_key(const struct sockaddr *sa, unsigned char out[QL_HTTP_PEER_KEY]);
+/* Makes an empty table. Returns 0 or UV_EIO (libsodium cannot initialise). */
+int ql_http_peers_init(ql_http_peers_t *t);
+void ql_http_peers_free(ql_http_peers_t *t);
+/* Open connections counted under key. */
+size_t ql_http_peers_count(const ql_http_peers_t *t, const unsigned char key[QL_HTTP_PEER_KEY]);
+/* Counts one more connection under key. Returns 0 or UV_ENOMEM. */
+int ql_http_peers_add(ql_http_peers_t *t, const unsigned char key[QL_HTTP_PEER_KEY]);
+/* Counts one connection less (it must have been added). */
+void ql_http_peers_remove(ql_http_peers_t *t, const unsigned char key[QL_HTTP_PEER_KEY]);
+
 enum ql_http_req_state {
     QL_HTTP_REQ_PARSING,   /* bytes still arriving */
     QL_HTTP_REQ_HANDLING,  /* owned by the handler (or the server building an error) */
