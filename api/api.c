@@ -429,6 +429,12 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
             (uint64_t)ql_config_get_ms(api->cfg, "qilin.http.request-timeout-ms");
         hc.limits.max_connections =
             (size_t)ql_config_get_int(api->cfg, "qilin.http.max-connections");
+        hc.limits.max_connections_per_address =
+            (size_t)ql_config_get_int(api->cfg, "qilin.http.max-connections-per-address");
+        hc.limits.first_request_timeout_ms =
+            (uint64_t)ql_config_get_ms(api->cfg, "qilin.http.first-request-timeout-ms");
+        hc.limits.auth_reserve =
+            (size_t)ql_config_get_int(api->cfg, "qilin.http.auth-reserved-connections");
         if ((rc = ql_http_server_new(api->loop, &hc, &api->server)))
             ql_err_set(err, rc, "cannot create the HTTP server: %s", ql_strerror(rc));
     }

@@ -205,15 +205,28 @@ static void write_http(ql_api_t *api, ql_api_sb_t *b) {
            "Connections refused (qilin.http.max-connections).");
     ql_api_sb_printf(b, "qilin_http_connections_rejected_total %llu\n",
                      (unsigned long long)hc.rejected);
+    metric(b, "qilin_http_connections_rejected_address_total", "counter",
+           "Connections refused (qilin.http.max-connections-per-address).");
+    ql_api_sb_printf(b, "qilin_http_connections_rejected_address_total %llu\n",
+                     (unsigned long long)hc.rejected_address);
+    metric(b, "qilin_http_connections_evicted_total", "counter",
+           "Idle unauthenticated connections closed to make room for a new one.");
+    ql_api_sb_printf(b, "qilin_http_connections_evicted_total %llu\n",
+                     (unsigned long long)hc.evicted);
+    metric(b, "qilin_http_connections_probation_closed_total", "counter",
+           "Connections in the reserved slots closed after an unauthenticated request.");
+    ql_api_sb_printf(b, "qilin_http_connections_probation_closed_total %llu\n",
+                     (unsigned long long)hc.probation_closed);
     metric(b, "qilin_http_connections_active", "gauge", "Connections open now.");
     ql_api_sb_printf(b, "qilin_http_connections_active %llu\n", (unsigned long long)hc.active);
     metric(b, "qilin_http_timeouts_total", "counter", "Connections cut by a timeout, by kind.");
     ql_api_sb_printf(b,
                      "qilin_http_timeouts_total{kind=\"request\"} %llu\n"
                      "qilin_http_timeouts_total{kind=\"idle\"} %llu\n"
-                     "qilin_http_timeouts_total{kind=\"send\"} %llu\n",
+                     "qilin_http_timeouts_total{kind=\"send\"} %llu\n"
+                     "qilin_http_timeouts_total{kind=\"first_request\"} %llu\n",
                      (unsigned long long)hc.timeouts_request, (unsigned long long)hc.timeouts_idle,
-                     (unsigned long long)hc.timeouts_send);
+                     (unsigned long long)hc.timeouts_send, (unsigned long long)hc.timeouts_first);
     if (api->auth) {
         ql_auth_stats_t as;
         ql_auth_stats(api->auth, &as);

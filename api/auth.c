@@ -28,8 +28,12 @@ typedef struct cache_entry {
     bool used;
 } cache_entry_t;
 
+/* One (address, user name) pair's failures. The user is the keyed hash of the name as sent,
+ * case-folded (names match case-insensitively), whether or not such a user exists, so the
+ * table behaves the same for unknown names and does not tell which users exist. */
 typedef struct fail_entry {
     unsigned char addr[16];
+    uint64_t user;
     int64_t first_ms;
     unsigned fails;
     unsigned inflight;
@@ -54,6 +58,7 @@ typedef struct pending {
     long user; /* -1: unknown user, verified against a configured hash for equal timing */
     int result;
     unsigned char starter[16]; /* the address whose inflight count this verification holds */
+    uint64_t user_key;         /* the failure table's key of the user name sent */
     waiter_t *waiters;
     waiter_t **waiters_tail;
 } pending_t;
@@ -152,6 +157,7 @@ void ql_auth_config_default(ql_auth_config_t *out) {
     out->fail_window_ms = 60000;
     out->fail_table_max = 4096;
     out->max_pending = 256;
+    out->max_pending_per_address = 8;
 }
 
 static int64_t loop_now(void *arg) {
@@ -224,6 +230,8 @@ int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, q
             a->cfg.fail_table_max = def.fail_table_max;
         if (!a->cfg.max_pending)
             a->cfg.max_pending = def.max_pending;
+        if (!a->cfg.max_pending_per_address)
+            a->cfg.max_pending_per_address = def.max_pending_per_address;
     }
     if (!a->cfg.verify)
         a->cfg.verify = ql_auth_verify_hash;
@@ -325,14 +333,28 @@ static void cache_put(ql_auth_t *a, uint64_t key, size_t user, int64_t now) {
     *victim = (cache_entry_t){key, now + a->cfg.cache_ttl_ms, user, true};
 }
 
-static fail_entry_t *fail_set(ql_auth_t *a, const unsigned char addr[16]) {
-    return &a->fails[(keyed(a, addr, 16) % a->fail_sets) * WAYS];
+/* The failure table's key of a user name: case-folded, so ALICE and alice share a record. */
+static uint64_t user_key(const ql_auth_t *a, const char *name) {
+    char folded[MAX_CREDENTIALS + 1];
+    size_t n = 0;
+    for (; name[n] && n < MAX_CREDENTIALS; n++)
+        folded[n] = (char)(name[n] >= 'A' && name[n] <= 'Z' ? name[n] - 'A' + 'a' : name[n]);
+    uint64_t k = keyed(a, folded, n);
+    sodium_memzero(folded, n);
+    return k;
 }
 
-static fail_entry_t *fail_find(ql_auth_t *a, const unsigned char addr[16]) {
-    fail_entry_t *set = fail_set(a, addr);
+static fail_entry_t *fail_set(ql_auth_t *a, const unsigned char addr[16], uint64_t user) {
+    unsigned char k[16 + sizeof user];
+    memcpy(k, addr, 16);
+    memcpy(k + 16, &user, sizeof user);
+    return &a->fails[(keyed(a, k, sizeof k) % a->fail_sets) * WAYS];
+}
+
+static fail_entry_t *fail_find(ql_auth_t *a, const unsigned char addr[16], uint64_t user) {
+    fail_entry_t *set = fail_set(a, addr, user);
     for (size_t i = 0; i < WAYS; i++)
-        if (set[i].used && memcmp(set[i].addr, addr, 16) == 0)
+        if (set[i].used && set[i].user == user && memcmp(set[i].addr, addr, 16) == 0)
             return &set[i];
     return NULL;
 }
@@ -341,40 +363,45 @@ static bool fail_active(const ql_auth_t *a, const fail_entry_t *e, int64_t now) 
     return e->fails > 0 && now - e->first_ms < a->cfg.fail_window_ms;
 }
 
-/* The entry for addr, created when missing; NULL when the set is full of addresses with
- * verifications in flight (then the address goes untracked rather than refused). */
-static fail_entry_t *fail_get(ql_auth_t *a, const unsigned char addr[16], int64_t now) {
-    fail_entry_t *e = fail_find(a, addr);
+/* The entry for (addr, user), created when missing; NULL when the set is full of pairs with
+ * verifications in flight (then the pair goes untracked rather than refused). When the set is
+ * full, the pair with the fewest failures goes first, the oldest among equals: names sprayed
+ * once each cannot push a locked-out pair out of the table to lift its lock. */
+static fail_entry_t *fail_get(ql_auth_t *a, const unsigned char addr[16], uint64_t user,
+                              int64_t now) {
+    fail_entry_t *e = fail_find(a, addr, user);
     if (e)
         return e;
-    fail_entry_t *set = fail_set(a, addr), *victim = NULL;
+    fail_entry_t *set = fail_set(a, addr, user), *victim = NULL;
     for (size_t i = 0; i < WAYS; i++) {
         fail_entry_t *c = &set[i];
         if (!c->used || (c->inflight == 0 && !fail_active(a, c, now))) {
             victim = c;
             break;
         }
-        if (c->inflight == 0 && (!victim || c->first_ms < victim->first_ms))
+        if (c->inflight == 0 && (!victim || c->fails < victim->fails ||
+                                 (c->fails == victim->fails && c->first_ms < victim->first_ms)))
             victim = c;
     }
     if (!victim)
         return NULL;
     memset(victim, 0, sizeof *victim);
     memcpy(victim->addr, addr, 16);
+    victim->user = user;
     victim->used = true;
     return victim;
 }
 
-static bool rate_limited(ql_auth_t *a, const unsigned char addr[16], int64_t now) {
-    fail_entry_t *e = fail_find(a, addr);
+static bool rate_limited(ql_auth_t *a, const unsigned char addr[16], uint64_t user, int64_t now) {
+    fail_entry_t *e = fail_find(a, addr, user);
     if (!e)
         return false;
     unsigned fails = fail_active(a, e, now) ? e->fails : 0;
     return fails + e->inflight >= a->cfg.fail_limit;
 }
 
-static void fail_record(ql_auth_t *a, const unsigned char addr[16], int64_t now) {
-    fail_entry_t *e = fail_get(a, addr, now);
+static void fail_record(ql_auth_t *a, const unsigned char addr[16], uint64_t user, int64_t now) {
+    fail_entry_t *e = fail_get(a, addr, user, now);
     if (!e)
         return;
     if (!fail_active(a, e, now)) {
@@ -385,8 +412,8 @@ static void fail_record(ql_auth_t *a, const unsigned char addr[16], int64_t now)
     }
 }
 
-static void fail_clear(ql_auth_t *a, const unsigned char addr[16]) {
-    fail_entry_t *e = fail_find(a, addr);
+static void fail_clear(ql_auth_t *a, const unsigned char addr[16], uint64_t user) {
+    fail_entry_t *e = fail_find(a, addr, user);
     if (!e)
         return;
     e->fails = 0;
@@ -478,7 +505,7 @@ static void after_work_cb(uv_work_t *w, int status) {
     }
     a->n_pending--;
     int64_t now = a->cfg.now(a->cfg.now_arg);
-    fail_entry_t *starter = fail_find(a, p->starter);
+    fail_entry_t *starter = fail_find(a, p->starter, p->user_key);
     if (starter && starter->inflight)
         starter->inflight--;
     int result = p->result;
@@ -496,9 +523,9 @@ static void after_work_cb(uv_work_t *w, int status) {
     }
     for (waiter_t *wt = p->waiters; wt; wt = wt->next) {
         if (result == 0)
-            fail_clear(a, wt->addr);
+            fail_clear(a, wt->addr, p->user_key);
         else if (result == QL_EAUTH)
-            fail_record(a, wt->addr, now);
+            fail_record(a, wt->addr, p->user_key, now);
     }
     if (result == QL_EAUTH)
         a->stats.failures++;
@@ -515,6 +542,22 @@ static void after_work_cb(uv_work_t *w, int status) {
     pending_free(p);
     if (alive && a->closing && a->n_pending == 0 && a->in_cb == 0)
         destroy(a);
+}
+
+/* The verification in flight of exactly this header, NULL when none. */
+static pending_t *joinable(ql_auth_t *a, uint64_t key, const char *authorization) {
+    for (pending_t *p = a->pending; p; p = p->next)
+        if (p->key == key && strcmp(p->header, authorization) == 0)
+            return p;
+    return NULL;
+}
+
+/* Verifications in flight started from addr (at most max_pending to scan). */
+static size_t pending_from(const ql_auth_t *a, const unsigned char addr[16]) {
+    size_t n = 0;
+    for (const pending_t *p = a->pending; p; p = p->next)
+        n += memcmp(p->starter, addr, 16) == 0;
+    return n;
 }
 
 int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct sockaddr *peer,
@@ -534,7 +577,8 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
     int64_t now = auth->cfg.now(auth->cfg.now_arg);
     int status = 1; /* 1: not answered yet */
     uint64_t key = 0;
-    if (rate_limited(auth, addr, now)) {
+    uint64_t ukey = user_key(auth, user);
+    if (rate_limited(auth, addr, ukey, now)) {
         auth->stats.rate_limited++;
         res.rate_limited = true;
         status = QL_EAUTH;
@@ -548,6 +592,11 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
             res.role = auth->users[ce->user].role;
             status = 0;
         } else if (auth->n_pending >= auth->cfg.max_pending) {
+            status = QL_ETRANSIENT;
+        } else if (!joinable(auth, key, authorization) &&
+                   pending_from(auth, addr) >= auth->cfg.max_pending_per_address) {
+            /* Failures are counted per user name, so one address could otherwise keep the
+             * threadpool busy with ever new names: its share of verifications is capped. */
             status = QL_ETRANSIENT;
         }
     }
@@ -564,14 +613,13 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
     w->cb = cb;
     w->arg = arg;
     memcpy(w->addr, addr, 16);
-    for (pending_t *p = auth->pending; p; p = p->next) {
-        if (p->key == key && strcmp(p->header, authorization) == 0) {
-            *p->waiters_tail = w;
-            p->waiters_tail = &w->next;
-            auth->stats.joins++;
-            sodium_memzero(buf, sizeof buf);
-            return 0;
-        }
+    pending_t *same = joinable(auth, key, authorization);
+    if (same) {
+        *same->waiters_tail = w;
+        same->waiters_tail = &w->next;
+        auth->stats.joins++;
+        sodium_memzero(buf, sizeof buf);
+        return 0;
     }
     pending_t *p = calloc(1, sizeof *p);
     long u = find_user(auth, user);
@@ -586,6 +634,7 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
         p->waiters_tail = &w->next;
         p->work.data = p;
         memcpy(p->starter, addr, 16);
+        p->user_key = ukey;
     }
     sodium_memzero(buf, sizeof buf);
     if (!p || !p->header || !p->password || !p->hash) {
@@ -600,7 +649,7 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
         pending_free(p);
         return rc;
     }
-    fail_entry_t *fe = fail_get(auth, addr, now);
+    fail_entry_t *fe = fail_get(auth, addr, ukey, now);
     if (fe)
         fe->inflight++;
     p->next = auth->pending;

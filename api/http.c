@@ -1,5 +1,6 @@
 /*
- * HTTP/1.1 server: listener, connections, parsing, response ordering, timeouts.
+ * HTTP/1.1 connections: reading, parsing, response ordering, timeouts (api/http_server.c accepts
+ * them).
  *
  * DESIGN. One loop thread (see api/ql_http.h for the request lifetime rules). Per connection:
  *   - refs counts what may still touch the connection's memory: its two handles (tcp, timer)
@@ -14,9 +15,15 @@
  *     (first byte of a request to its end, never extended: slowloris gets 408), send (no
  *     write progress), idle (nothing in flight), linger (after a final response). While a
  *     handler holds a request and nothing else is arriving, no deadline applies.
- *   - Errors detected while parsing become a response to the request being parsed, queued
- *     behind the earlier responses like any other, and then the connection closes gracefully:
+ *     Until the headers of its first request are complete, a connection's idle and read
+ *     deadlines are capped at first_request_timeout_ms from its accept.
+ *   - Errors detected while parsing become a response to the request being parsed (or to a
+ *     request made for the error, when the bytes could not begin one), queued behind the
+ *     earlier responses like any other, and then the connection closes gracefully:
  *     shutdown(SHUT_WR) once the writes are out, discard input until EOF or linger_ms, close.
+ *   - Accepting, the connection limits and the server's own lifetime are in api/http_server.c;
+ *     a connection leaves the server's list of unauthenticated connections (the eviction
+ *     order) when a response to an authenticated request is given on it.
  */
 #include "api/http_int.h"
 
@@ -26,75 +33,6 @@
 #include <string.h>
 #include <strings.h>
 
-enum { T_NONE, T_IDLE, T_READ, T_SEND, T_LINGER };
-
-#define RBUF_SIZE 16384
-#define HTTP_PARSER_HEADER_CEILING (80 * 1024)
-
-typedef struct http_stat {
-    char *route;
-    int status;
-    uint64_t count;
-} http_stat_t;
-
-struct ql_http_server {
-    uv_loop_t *loop;
-    ql_http_config_t cfg;
-    uv_tcp_t listener;
-    bool listening;
-    bool closing;
-    bool listener_closed;
-    bool close_called;
-    struct sockaddr_storage bound;
-    ql_http_conn_t *conns; /* every connection whose memory is alive */
-    size_t n_conns;        /* connections whose handles are not yet closed */
-    size_t n_open;         /* connections not closed: what max_connections limits */
-    size_t n_rejecting;    /* refused connections whose handle is still closing */
-    ql_http_close_cb close_cb;
-    void *close_arg;
-    ql_http_counters_t counters;
-    http_stat_t *stats;
-    size_t n_stats;
-    size_t cap_stats;
-};
-
-struct ql_http_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    uv_shutdown_t shutdown;
-    ql_http_server_t *server; /* NULL once the server's close callback has run */
-    uv_loop_t *loop;
-    ql_http_conn_t *prev;
-    ql_http_conn_t *next;
-    unsigned refs;
-    unsigned handles;
-    http_parser parser;
-    ql_http_req_t *head; /* FIFO of requests, oldest first */
-    ql_http_req_t *tail;
-    size_t queued;
-    ql_http_req_t *parsing;   /* the request whose bytes are arriving (the tail) */
-    ql_http_req_t *completed; /* set by on_message_complete for the parse loop */
-    char rbuf[RBUF_SIZE];
-    size_t roff;
-    size_t rlen;
-    bool reading;
-    bool in_parse;
-    bool no_more_input; /* a final request was seen or an error answered: parse no further */
-    bool eof;           /* the client shut down its side */
-    bool finishing;     /* the final response is queued; shutdown follows */
-    bool lingering;
-    bool close_when_written;
-    bool closed;
-    int cb_status; /* HTTP status chosen by a parser callback that stopped the parser */
-    int timer_mode;
-    uint64_t mark;      /* start of the current timer mode (read: the request's first byte) */
-    uint64_t read_mark; /* first byte of the request being parsed */
-    size_t writes;
-    struct sockaddr_storage peer;
-    char peer_str[INET6_ADDRSTRLEN];
-    bool loopback;
-};
-
 typedef struct http_write {
     uv_write_t w;
     ql_http_conn_t *conn;
@@ -102,137 +40,10 @@ typedef struct http_write {
 } http_write_t;
 
 static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
-#define REJECT_BODY                                                                                \
-    "{\"code\":\"999\",\"data\":null,\"msg\":\"too many connections, try again\","                 \
-    "\"error_code\":\"QL-00023\"}"
-_Static_assert(sizeof REJECT_BODY - 1 == 90, "update Content-Length in reject_503");
-static const char reject_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                 "Content-Type: application/json;charset=utf-8\r\n"
-                                 "Content-Length: 90\r\n"
-                                 "Connection: close\r\n"
-                                 "Retry-After: 1\r\n\r\n" REJECT_BODY;
-
 static void conn_parse(ql_http_conn_t *c);
 static void conn_flush(ql_http_conn_t *c);
 static void conn_arm(ql_http_conn_t *c);
-static void conn_close(ql_http_conn_t *c);
 static void conn_update_reading(ql_http_conn_t *c);
-static void server_maybe_closed(ql_http_server_t *s);
-
-void ql_http_limits_default(ql_http_limits_t *out) {
-    out->max_header_bytes = 16 * 1024;
-    out->max_headers = 100;
-    out->max_body_bytes = 1024 * 1024;
-    out->request_timeout_ms = 30000;
-    out->idle_timeout_ms = 60000;
-    out->send_timeout_ms = 30000;
-    out->linger_ms = 2000;
-    out->max_connections = 1024;
-    out->max_pipeline = 16;
-}
-
-/* ---- addresses ---- */
-
-bool ql_http_addr_is_loopback(const struct sockaddr *addr) {
-    if (!addr)
-        return false;
-    if (addr->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)addr;
-        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
-    }
-    if (addr->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)addr)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(a))
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-    }
-    return false;
-}
-
-int ql_http_parse_hostport(const char *hostport, struct sockaddr_storage *out) {
-    if (!hostport || !out)
-        return QL_EINVAL;
-    char host[128];
-    const char *port_str;
-    bool v6 = false;
-    if (hostport[0] == '[') {
-        const char *close = strchr(hostport, ']');
-        if (!close || close[1] != ':' || (size_t)(close - hostport - 1) >= sizeof host)
-            return QL_EINVAL;
-        memcpy(host, hostport + 1, (size_t)(close - hostport - 1));
-        host[close - hostport - 1] = '\0';
-        port_str = close + 2;
-        v6 = true;
-    } else {
-        const char *colon = strrchr(hostport, ':');
-        if (!colon || (size_t)(colon - hostport) >= sizeof host || strchr(hostport, ':') != colon)
-            return QL_EINVAL;
-        memcpy(host, hostport, (size_t)(colon - hostport));
-        host[colon - hostport] = '\0';
-        port_str = colon + 1;
-    }
-    if (!*port_str || strlen(port_str) > 5)
-        return QL_EINVAL;
-    int port = 0;
-    for (const char *p = port_str; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return QL_EINVAL;
-        port = port * 10 + (*p - '0');
-    }
-    if (port > 65535)
-        return QL_EINVAL;
-    memset(out, 0, sizeof *out);
-    if (v6)
-        return uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) ? QL_EINVAL : 0;
-    if (strcmp(host, "localhost") == 0)
-        snprintf(host, sizeof host, "127.0.0.1");
-    return uv_ip4_addr(host, port, (struct sockaddr_in *)out) ? QL_EINVAL : 0;
-}
-
-/* ---- counters ---- */
-
-static void count_response(ql_http_server_t *s, const char *route, int status) {
-    if (!s)
-        return;
-    s->counters.requests++;
-    if (!route)
-        route = "none";
-    for (size_t i = 0; i < s->n_stats; i++) {
-        if (s->stats[i].status == status && strcmp(s->stats[i].route, route) == 0) {
-            s->stats[i].count++;
-            return;
-        }
-    }
-    if (s->n_stats == s->cap_stats) {
-        size_t cap = s->cap_stats ? 2 * s->cap_stats : 16;
-        http_stat_t *st = realloc(s->stats, cap * sizeof *st);
-        if (!st)
-            return; /* a lost metric is better than a lost response */
-        s->stats = st;
-        s->cap_stats = cap;
-    }
-    char *copy = strdup(route);
-    if (!copy)
-        return;
-    s->stats[s->n_stats++] = (http_stat_t){copy, status, 1};
-}
-
-void ql_http_server_counters(const ql_http_server_t *server, ql_http_counters_t *out) {
-    *out = server->counters;
-    out->active = server->n_open;
-}
-
-void ql_http_server_foreach_stat(const ql_http_server_t *server, ql_http_stat_cb cb, void *arg) {
-    for (size_t i = 0; i < server->n_stats; i++)
-        cb(server->stats[i].route, server->stats[i].status, server->stats[i].count, arg);
-}
-
-uint64_t ql_http_server_stat(const ql_http_server_t *server, const char *route, int status) {
-    for (size_t i = 0; i < server->n_stats; i++)
-        if (server->stats[i].status == status && strcmp(server->stats[i].route, route) == 0)
-            return server->stats[i].count;
-    return 0;
-}
 
 /* ---- connection lifetime ---- */
 
@@ -277,17 +88,21 @@ static void on_handle_close(uv_handle_t *h) {
     ql_http_conn_t *c = h->data;
     if (--c->handles == 0) {
         c->server->n_conns--;
-        server_maybe_closed(c->server);
+        ql_http_server_maybe_closed(c->server);
     }
     conn_unref(c);
 }
 
 /* Closes at once: pending responses are dropped, requests held by handlers stay valid. */
-static void conn_close(ql_http_conn_t *c) {
+void ql_http_conn_close(ql_http_conn_t *c) {
     if (c->closed)
         return;
     c->closed = true;
     c->server->n_open--;
+    if (c->peer_counted)
+        ql_http_peers_remove(&c->server->peers, c->peer_key);
+    c->peer_counted = false;
+    ql_http_conn_anon_remove(c);
     c->parsing = NULL;
     c->completed = NULL;
     for (ql_http_req_t *req = c->head, *next; req; req = next) {
@@ -311,9 +126,9 @@ static void on_write(uv_write_t *w, int status) {
     c->writes--;
     if (!c->closed) {
         if (status < 0) {
-            conn_close(c);
+            ql_http_conn_close(c);
         } else if (c->close_when_written && c->writes == 0) {
-            conn_close(c);
+            ql_http_conn_close(c);
         } else {
             /* Progress: the send deadline counts from the last completed write. */
             c->mark = uv_now(c->loop);
@@ -351,7 +166,7 @@ static void on_shutdown(uv_shutdown_t *sr, int status) {
     if (c->closed)
         return;
     if (status < 0 || c->eof) {
-        conn_close(c);
+        ql_http_conn_close(c);
         return;
     }
     /* Discard what the client still sends, so closing does not reset the connection before it
@@ -370,7 +185,7 @@ static void conn_finish(ql_http_conn_t *c) {
     if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
         c->close_when_written = true;
         if (c->writes == 0)
-            conn_close(c);
+            ql_http_conn_close(c);
     }
 }
 
@@ -382,7 +197,7 @@ static void maybe_send_continue(ql_http_conn_t *c) {
         return;
     req->continue_sent = true;
     if (conn_write(c, (char *)continue_100, sizeof continue_100 - 1, false) != 0)
-        conn_close(c);
+        ql_http_conn_close(c);
 }
 
 static void conn_flush(ql_http_conn_t *c) {
@@ -398,7 +213,7 @@ static void conn_flush(ql_http_conn_t *c) {
         req->resp.len = req->resp.cap = 0;
         req_free(req);
         if (conn_write(c, data, len, true) != 0) {
-            conn_close(c);
+            ql_http_conn_close(c);
             return;
         }
         if (last) {
@@ -414,7 +229,7 @@ static void conn_flush(ql_http_conn_t *c) {
         c->no_more_input = true;
         c->close_when_written = true;
         if (c->writes == 0) {
-            conn_close(c);
+            ql_http_conn_close(c);
             return;
         }
     }
@@ -434,32 +249,43 @@ static void on_timer(uv_timer_t *t) {
     if (c->closed)
         return;
     switch (c->timer_mode) {
-    case T_READ: {
-        s->counters.timeouts_request++;
+    case QL_HTTP_T_READ: {
+        uint64_t limit_ms = s->cfg.limits.request_timeout_ms;
+        if (c->timer_first) {
+            s->counters.timeouts_first++;
+            limit_ms = s->cfg.limits.first_request_timeout_ms;
+        } else {
+            s->counters.timeouts_request++;
+        }
         ql_http_req_t *req = c->parsing;
         c->parsing = NULL;
         c->no_more_input = true;
         if (!req) {
-            conn_close(c);
+            ql_http_conn_close(c);
             return;
         }
         req->state = QL_HTTP_REQ_HANDLING;
         req->close_after = true;
         s->counters.bad_requests++;
-        ql_http_respond_error(req, 408, QL_ETRANSIENT, "request not received within %llu ms",
-                              (unsigned long long)s->cfg.limits.request_timeout_ms);
+        ql_http_respond_error(req, 408, QL_ETRANSIENT,
+                              c->timer_first ? "request headers not received within %llu ms"
+                                             : "request not received within %llu ms",
+                              (unsigned long long)limit_ms);
         return;
     }
-    case T_IDLE:
-        s->counters.timeouts_idle++;
-        conn_close(c);
+    case QL_HTTP_T_IDLE:
+        if (c->timer_first)
+            s->counters.timeouts_first++;
+        else
+            s->counters.timeouts_idle++;
+        ql_http_conn_close(c);
         return;
-    case T_SEND:
+    case QL_HTTP_T_SEND:
         s->counters.timeouts_send++;
-        conn_close(c);
+        ql_http_conn_close(c);
         return;
     default:
-        conn_close(c);
+        ql_http_conn_close(c);
         return;
     }
 }
@@ -472,32 +298,43 @@ static void conn_arm(ql_http_conn_t *c) {
     int mode;
     uint64_t timeout = 0;
     if (c->lingering) {
-        mode = T_LINGER;
+        mode = QL_HTTP_T_LINGER;
         timeout = lim->linger_ms;
     } else if (c->parsing) {
-        mode = T_READ;
+        mode = QL_HTTP_T_READ;
         timeout = lim->request_timeout_ms;
     } else if (c->head) {
-        mode = T_NONE; /* a handler holds a request: its own business how long it takes */
+        mode = QL_HTTP_T_NONE; /* a handler holds a request: its own business how long it takes */
     } else if (c->writes) {
-        mode = T_SEND;
+        mode = QL_HTTP_T_SEND;
         timeout = lim->send_timeout_ms;
     } else {
-        mode = T_IDLE;
+        mode = QL_HTTP_T_IDLE;
         timeout = lim->idle_timeout_ms;
     }
     if (mode != c->timer_mode) {
         c->timer_mode = mode;
-        if (mode != T_SEND)
+        if (mode != QL_HTTP_T_SEND)
             c->mark = now;
     }
-    if (mode == T_READ)
+    if (mode == QL_HTTP_T_READ)
         c->mark = c->read_mark;
-    if (mode == T_NONE) {
+    if (mode == QL_HTTP_T_NONE) {
         uv_timer_stop(&c->timer);
         return;
     }
     uint64_t due = c->mark + timeout;
+    /* A connection that has not yet delivered the headers of a first request gets the short
+     * first_request_timeout_ms from its accept, waiting or reading alike: opening connections
+     * and sending nothing (or a trickle) holds a slot for seconds, not for idle_timeout_ms. */
+    c->timer_first = false;
+    if (!c->first_headers && (mode == QL_HTTP_T_IDLE || mode == QL_HTTP_T_READ)) {
+        uint64_t first_due = c->accepted_ms + lim->first_request_timeout_ms;
+        if (first_due <= due) {
+            due = first_due;
+            c->timer_first = true;
+        }
+    }
     uv_timer_start(&c->timer, on_timer, due > now ? due - now : 0, 0);
 }
 
@@ -531,7 +368,7 @@ static void conn_eof(ql_http_conn_t *c) {
      * would only reset the answer. Handlers then see ql_http_req_client_gone(). */
     for (ql_http_req_t *req = c->head; req; req = req->next) {
         if (req->state == QL_HTTP_REQ_HANDLING) {
-            conn_close(c);
+            ql_http_conn_close(c);
             return;
         }
     }
@@ -548,7 +385,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
             conn_eof(c);
             return;
         }
-        conn_close(c);
+        ql_http_conn_close(c);
         return;
     }
     if (c->lingering || c->no_more_input) {
@@ -560,6 +397,12 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     conn_parse(c);
 }
 
+/* A connection on probation is read one request at a time: its first answer decides whether
+ * it stays, and no later request may run (a write among them) only to lose its answer. */
+static size_t conn_max_pipeline(const ql_http_conn_t *c, const ql_http_limits_t *lim) {
+    return c->probation ? 1 : lim->max_pipeline;
+}
+
 static void conn_update_reading(ql_http_conn_t *c) {
     if (c->closed)
         return;
@@ -569,10 +412,10 @@ static void conn_update_reading(ql_http_conn_t *c) {
         want = !c->eof;
     else
         want = !c->no_more_input && !c->eof && c->roff >= c->rlen &&
-               (c->parsing || c->queued < lim->max_pipeline);
+               (c->parsing || c->queued < conn_max_pipeline(c, lim));
     if (want && !c->reading) {
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
-            conn_close(c);
+            ql_http_conn_close(c);
             return;
         }
         c->reading = true;
@@ -587,11 +430,12 @@ static int fail_cb(ql_http_conn_t *c, int status) {
     return -1;
 }
 
-static int on_message_begin(http_parser *p) {
-    ql_http_conn_t *c = p->data;
+/* A new request at the tail of the FIFO, holding a connection reference; NULL when out of
+ * memory. */
+static ql_http_req_t *conn_new_req(ql_http_conn_t *c) {
     ql_http_req_t *req = ql_http_req_alloc(c->loop, &c->peer, c->peer_str, c->loopback);
     if (!req)
-        return fail_cb(c, 500);
+        return NULL;
     req->conn = c;
     c->refs++;
     if (c->tail)
@@ -600,6 +444,14 @@ static int on_message_begin(http_parser *p) {
         c->head = req;
     c->tail = req;
     c->queued++;
+    return req;
+}
+
+static int on_message_begin(http_parser *p) {
+    ql_http_conn_t *c = p->data;
+    ql_http_req_t *req = conn_new_req(c);
+    if (!req)
+        return fail_cb(c, 500);
     c->parsing = req;
     c->read_mark = uv_now(c->loop);
     return 0;
@@ -629,6 +481,13 @@ static int end_element(ql_http_req_t *req) {
 static int on_header_field(http_parser *p, const char *at, size_t len) {
     ql_http_conn_t *c = p->data;
     ql_http_req_t *req = c->parsing;
+    /* http-parser passes "Host " for "Host : x" (and " Host" after the request line). RFC 7230
+     * 3.2.4 makes whitespace before the colon a 400: a proxy that reads the field otherwise
+     * than this server would be smuggled a request. */
+    if (memchr(at, ' ', len) || memchr(at, '\t', len)) {
+        c->cb_why = "whitespace in a header field name";
+        return fail_cb(c, 400);
+    }
     /* 4: ": " and CRLF, so many tiny headers count for what they cost on the wire. */
     if (count_header_bytes(c, req, len + (req->last_cb != 1 ? 4 : 0)))
         return -1;
@@ -691,6 +550,7 @@ static int on_headers_complete(http_parser *p) {
     for (size_t i = 0; i < req->n_hdrs; i++)
         trim_value(req, &req->hdrs[i]);
     req->headers_done = true;
+    c->first_headers = true;
     req->method = http_method_str((enum http_method)p->method);
     req->is_head = p->method == HTTP_HEAD;
     req->http_major = (unsigned char)p->http_major;
@@ -770,8 +630,14 @@ static void conn_fail(ql_http_conn_t *c, int status, const char *why) {
     c->parsing = NULL;
     c->no_more_input = true;
     if (!req) {
-        conn_close(c);
-        return;
+        /* The bytes could not even begin a request (junk after pipelined requests, or alone):
+         * the error gets a request of its own behind the earlier ones, so they are answered
+         * first (a write among them must not lose its answer, or a retry repeats it). */
+        req = conn_new_req(c);
+        if (!req) {
+            ql_http_conn_close(c);
+            return;
+        }
     }
     req->state = QL_HTTP_REQ_HANDLING;
     req->close_after = true;
@@ -806,7 +672,7 @@ static void conn_parse(ql_http_conn_t *c) {
     c->in_parse = true;
     const ql_http_limits_t *lim = &c->server->cfg.limits;
     while (!c->closed && !c->no_more_input && c->roff < c->rlen) {
-        if (!c->parsing && c->queued >= lim->max_pipeline)
+        if (!c->parsing && c->queued >= conn_max_pipeline(c, lim))
             break; /* back-pressure: resumed by conn_flush */
         size_t n =
             http_parser_execute(&c->parser, &parser_settings, c->rbuf + c->roff, c->rlen - c->roff);
@@ -824,7 +690,7 @@ static void conn_parse(ql_http_conn_t *c) {
             int status = c->cb_status;
             if (!status)
                 status = e == HPE_HEADER_OVERFLOW ? 431 : 400;
-            conn_fail(c, status, http_errno_description(e));
+            conn_fail(c, status, c->cb_why ? c->cb_why : http_errno_description(e));
             break;
         }
     }
@@ -835,6 +701,17 @@ static void conn_parse(ql_http_conn_t *c) {
         conn_update_reading(c);
         conn_arm(c);
     }
+}
+
+/* ---- starting ---- */
+
+void ql_http_conn_start(ql_http_conn_t *c) {
+    uv_tcp_nodelay(&c->tcp, 1);
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    c->timer_mode = QL_HTTP_T_NONE;
+    conn_update_reading(c);
+    conn_arm(c);
 }
 
 /* ---- responding ---- */
@@ -853,18 +730,27 @@ int ql_http_respond(ql_http_req_t *req, int status, const char *content_type, co
     }
     if (c->closed) {
         if (s) {
-            count_response(s, req->route_name, status);
+            ql_http_count_response(s, req->route_name, status);
             s->counters.responses_dropped++;
         }
         conn_unlink_req(c, req);
         req_free(req);
         return UV_ECONNRESET;
     }
-    count_response(s, req->route_name, status);
+    ql_http_count_response(s, req->route_name, status);
+    if (req->user && c->anon) {
+        /* Valid credentials: the connection may keep a reserved slot from now on, and is
+         * never evicted. */
+        ql_http_conn_anon_remove(c);
+        c->probation = false;
+    } else if (c->probation && !req->user && !req->close_after) {
+        s->counters.probation_closed++;
+        req->close_after = true;
+    }
     if (ql_http_req_build(req, status, content_type, body, len) != 0) {
         conn_unlink_req(c, req);
         req_free(req);
-        conn_close(c);
+        ql_http_conn_close(c);
         return UV_ENOMEM;
     }
     req->state = QL_HTTP_REQ_RESPONDED;
@@ -874,198 +760,4 @@ int ql_http_respond(ql_http_req_t *req, int status, const char *content_type, co
 
 bool ql_http_req_client_gone(const ql_http_req_t *req) {
     return req->conn->closed;
-}
-
-/* ---- accepting ---- */
-
-static void on_reject_close(uv_handle_t *h) {
-    ql_http_server_t *s = h->data;
-    free(h);
-    s->n_rejecting--;
-    server_maybe_closed(s);
-}
-
-static void reject(ql_http_server_t *s, uv_stream_t *listener) {
-    uv_tcp_t *t = malloc(sizeof *t);
-    if (!t || uv_tcp_init(s->loop, t) != 0) {
-        free(t);
-        return;
-    }
-    t->data = s;
-    s->n_rejecting++;
-    s->counters.rejected++;
-    if (uv_accept(listener, (uv_stream_t *)t) == 0) {
-        /* Best effort and without a write request: a fresh socket's buffer takes it whole. */
-        uv_buf_t b = uv_buf_init((char *)reject_503, sizeof reject_503 - 1);
-        (void)uv_try_write((uv_stream_t *)t, &b, 1);
-    }
-    uv_close((uv_handle_t *)t, on_reject_close);
-}
-
-static void on_connection(uv_stream_t *listener, int status) {
-    ql_http_server_t *s = listener->data;
-    if (status < 0 || s->closing)
-        return;
-    if (s->n_open >= s->cfg.limits.max_connections) {
-        reject(s, listener);
-        return;
-    }
-    ql_http_conn_t *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
-    c->loop = s->loop;
-    c->server = s;
-    if (uv_tcp_init(s->loop, &c->tcp) != 0) {
-        free(c);
-        return;
-    }
-    uv_timer_init(s->loop, &c->timer);
-    c->tcp.data = c;
-    c->timer.data = c;
-    c->handles = 2;
-    c->refs = 2;
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->n_conns++;
-    s->n_open++;
-    if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
-        conn_close(c);
-        return;
-    }
-    s->counters.accepted++;
-    int namelen = sizeof c->peer;
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &namelen) == 0) {
-        if (c->peer.ss_family == AF_INET6)
-            uv_ip6_name((struct sockaddr_in6 *)&c->peer, c->peer_str, sizeof c->peer_str);
-        else
-            uv_ip4_name((struct sockaddr_in *)&c->peer, c->peer_str, sizeof c->peer_str);
-        c->loopback = ql_http_addr_is_loopback((struct sockaddr *)&c->peer);
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
-    c->timer_mode = T_NONE;
-    conn_update_reading(c);
-    conn_arm(c);
-}
-
-/* ---- server ---- */
-
-int ql_http_server_new(uv_loop_t *loop, const ql_http_config_t *cfg, ql_http_server_t **out) {
-    ql_http_server_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return UV_ENOMEM;
-    s->loop = loop;
-    if (cfg)
-        s->cfg = *cfg;
-    ql_http_limits_t def;
-    ql_http_limits_default(&def);
-    ql_http_limits_t *l = &s->cfg.limits;
-    /* Zero means "default" for every limit: a zero limit would make the server useless. */
-    if (!l->max_header_bytes)
-        l->max_header_bytes = def.max_header_bytes;
-    if (!l->max_headers)
-        l->max_headers = def.max_headers;
-    if (!l->max_body_bytes)
-        l->max_body_bytes = def.max_body_bytes;
-    if (!l->request_timeout_ms)
-        l->request_timeout_ms = def.request_timeout_ms;
-    if (!l->idle_timeout_ms)
-        l->idle_timeout_ms = def.idle_timeout_ms;
-    if (!l->send_timeout_ms)
-        l->send_timeout_ms = def.send_timeout_ms;
-    if (!l->linger_ms)
-        l->linger_ms = def.linger_ms;
-    if (!l->max_connections)
-        l->max_connections = def.max_connections;
-    if (!l->max_pipeline)
-        l->max_pipeline = def.max_pipeline;
-    if (l->max_header_bytes > HTTP_PARSER_HEADER_CEILING) {
-        free(s);
-        return QL_EINVAL;
-    }
-    int rc = uv_tcp_init(loop, &s->listener);
-    if (rc) {
-        free(s);
-        return rc;
-    }
-    s->listener.data = s;
-    *out = s;
-    return 0;
-}
-
-int ql_http_server_listen(ql_http_server_t *server, const char *hostport) {
-    struct sockaddr_storage addr;
-    if (server->listening || server->closing)
-        return QL_EINVAL;
-    int rc = ql_http_parse_hostport(hostport, &addr);
-    if (rc)
-        return rc;
-    rc = uv_tcp_bind(&server->listener, (struct sockaddr *)&addr, 0);
-    if (!rc)
-        rc = uv_listen((uv_stream_t *)&server->listener, 511, on_connection);
-    if (rc)
-        return rc;
-    int len = sizeof server->bound;
-    rc = uv_tcp_getsockname(&server->listener, (struct sockaddr *)&server->bound, &len);
-    if (rc)
-        return rc;
-    server->listening = true;
-    return 0;
-}
-
-int ql_http_server_port(const ql_http_server_t *server, int *port) {
-    if (!server->listening)
-        return UV_ENOTCONN;
-    if (server->bound.ss_family == AF_INET6)
-        *port = ntohs(((const struct sockaddr_in6 *)&server->bound)->sin6_port);
-    else
-        *port = ntohs(((const struct sockaddr_in *)&server->bound)->sin_port);
-    return 0;
-}
-
-bool ql_http_server_is_loopback(const ql_http_server_t *server) {
-    return server->listening && ql_http_addr_is_loopback((const struct sockaddr *)&server->bound);
-}
-
-static void server_maybe_closed(ql_http_server_t *s) {
-    if (s->closing && s->listener_closed && s->n_conns == 0 && s->n_rejecting == 0 &&
-        !s->close_called) {
-        s->close_called = true;
-        /* Connections still alive now are only held by handlers' requests: they forget the
-         * server, whose memory the owner may free from the callback. */
-        for (ql_http_conn_t *c = s->conns; c; c = c->next)
-            c->server = NULL;
-        s->conns = NULL;
-        if (s->close_cb)
-            s->close_cb(s, s->close_arg);
-    }
-}
-
-static void on_listener_close(uv_handle_t *h) {
-    ql_http_server_t *s = h->data;
-    s->listener_closed = true;
-    server_maybe_closed(s);
-}
-
-void ql_http_server_close(ql_http_server_t *server, ql_http_close_cb close_cb, void *arg) {
-    if (server->closing)
-        return;
-    server->closing = true;
-    server->close_cb = close_cb;
-    server->close_arg = arg;
-    uv_close((uv_handle_t *)&server->listener, on_listener_close);
-    for (ql_http_conn_t *c = server->conns; c; c = c->next)
-        conn_close(c);
-}
-
-void ql_http_server_free(ql_http_server_t *server) {
-    if (!server)
-        return;
-    for (size_t i = 0; i < server->n_stats; i++)
-        free(server->stats[i].route);
-    free(server->stats);
-    free(server);
 }

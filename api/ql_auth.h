@@ -10,18 +10,24 @@
  *
  * Checking a header, in order:
  *   1. malformed or missing header                  -> QL_EAUTH at once (not counted as a failure)
- *   2. the client address is rate-limited           -> QL_EAUTH at once, result.rate_limited
+ *   2. the (address, user name) is rate-limited     -> QL_EAUTH at once, result.rate_limited
  *   3. a cached verification of this exact header   -> 0 at once, result.cached
  *   4. a verification of the same header in flight  -> joined: answered when it finishes
  *   5. otherwise a new verification in the threadpool (an unknown user is verified against a
  *      configured hash too, so timing does not tell which users exist)
  * The cache is keyed by SipHash (libsodium crypto_shorthash, random key per ql_auth_t) of the
  * whole header; only successful verifications are cached, for cache_ttl_ms, at most cache_max
- * entries (set-associative, oldest evicted). Rate limit: an address (IPv4, or the /64 of an
- * IPv6 address) with fail_limit failures, counting its verifications still in flight, within
- * fail_window_ms since its first failure gets QL_EAUTH without verification until the window
- * has passed; a success clears its record. The table holds at most fail_table_max addresses;
- * when full, the oldest record not in flight is forgotten (bounded memory wins over precision).
+ * entries (set-associative, oldest evicted). Rate limit, per (address, user name): the address
+ * is an IPv4 address or the /64 of an IPv6 one, the name is the one sent, case-folded, whether
+ * or not such a user exists. A pair with fail_limit failures, counting its verifications still
+ * in flight, within fail_window_ms since its first failure gets QL_EAUTH without verification
+ * until the window has passed, even with the right password or cached credentials (a cache hit
+ * let through would tell a guesser which guess is right); a success clears the pair's record.
+ * Other users at the same address are never refused for it. Because ever new names would each
+ * get fail_limit verifications, one address may have at most max_pending_per_address
+ * verifications in flight (joins excepted); more get QL_ETRANSIENT. The table holds at most
+ * fail_table_max pairs; when a set is full, the pair with the fewest failures not in flight is
+ * forgotten, the oldest among equals (bounded memory wins over precision).
  *
  * Accepted hashes: libsodium's "$argon2id$" and "$argon2i$" (crypto_pwhash_str_verify) and the
  * crypt(3) families of libxcrypt "$y$" (yescrypt), "$gy$", "$7$", "$6$", "$5$", "$2b$", "$2y$"
@@ -74,8 +80,10 @@ typedef struct ql_auth_config {
     size_t cache_max;       /* default 1024 entries */
     unsigned fail_limit;    /* default 5 failures ... */
     int64_t fail_window_ms; /* ... within 60000 ms */
-    size_t fail_table_max;  /* default 4096 addresses */
+    size_t fail_table_max;  /* default 4096 (address, user) pairs */
     size_t max_pending;     /* verifications in flight; more get QL_ETRANSIENT. Default 256 */
+    size_t max_pending_per_address; /* of those, started from one address; more get
+                                       QL_ETRANSIENT. Default 8 */
     /* Seams for tests; NULL means ql_auth_verify_hash and uv_now(loop). The args are borrowed
      * and must outlive the ql_auth_t. */
     ql_auth_verify_fn verify;

@@ -27,8 +27,21 @@
  * body); a request not fully received within request_timeout_ms gets 408; a connection with
  * nothing to do for idle_timeout_ms is closed; a client that does not take its response within
  * send_timeout_ms is closed; past max_connections new connections get 503. Malformed requests
- * get 400. After any of these the connection is closed: the server half-closes and discards
- * input for up to linger_ms, so the client can read the error before the socket goes away.
+ * get 400, also when they follow pipelined requests: those are answered first. After any of
+ * these the connection is closed: the server half-closes and discards input for up to
+ * linger_ms, so the client can read the error before the socket goes away.
+ *
+ * Holding connections (docs/http.md). One address (IPv4, or an IPv6 /64) may hold at most
+ * max_connections_per_address connections; more get 503. A connection must deliver the headers
+ * of its first request within first_request_timeout_ms of being accepted, or it is closed.
+ * A connection is authenticated once a request on it was answered with valid credentials (the
+ * router set ql_http_req_user()). Connections that are not may take max_connections minus the
+ * reserve (auth_reserve, at most a quarter of max_connections); a connection accepted while
+ * they take all of that is on probation: it is read one request at a time, and after its first
+ * answer it is closed unless that request was authenticated. When the server is full, a new
+ * connection takes the place of the oldest unauthenticated one that has nothing in flight (or,
+ * failing that, is only receiving a request); only when there is none does it get 503. So
+ * clients filling the server without credentials leave room for those that have them.
  * Errors from the server itself use the Kylin envelope {"code":"999","data":null,...}.
  */
 #ifndef QL_HTTP_H
@@ -61,6 +74,12 @@ typedef struct ql_http_limits {
     uint64_t linger_ms;          /* discard input after a final response. Default 2 s */
     size_t max_connections;      /* open connections; 503 and close. Default 1024 */
     size_t max_pipeline;         /* requests waiting per connection. Default 16 */
+    size_t max_connections_per_address; /* open connections from one IPv4 address or IPv6 /64;
+                                           503 and close. Default 64 */
+    uint64_t first_request_timeout_ms;  /* accept to the end of the first request's headers;
+                                           closed (408 when it had started). Default 10 s */
+    size_t auth_reserve; /* slots of max_connections that only authenticated connections keep
+                            (at most a quarter of it); see above. Default 64 */
 } ql_http_limits_t;
 
 /* Fills out with the defaults above. */
@@ -111,11 +130,15 @@ bool ql_http_addr_is_loopback(const struct sockaddr *addr);
 typedef struct ql_http_counters {
     uint64_t accepted;          /* connections accepted and served */
     uint64_t rejected;          /* connections refused with 503 (max_connections) */
+    uint64_t rejected_address;  /* connections refused with 503 (max_connections_per_address) */
+    uint64_t probation_closed;  /* reserve connections closed after an unauthenticated request */
+    uint64_t evicted;           /* idle unauthenticated connections closed for a newcomer */
     uint64_t active;            /* connections open now */
     uint64_t requests;          /* responses produced, all statuses */
     uint64_t bad_requests;      /* 400, 408, 413, 417, 431 produced by the server itself */
     uint64_t timeouts_request;  /* 408 */
     uint64_t timeouts_idle;     /* closed while idle */
+    uint64_t timeouts_first;    /* closed (or 408) by first_request_timeout_ms */
     uint64_t timeouts_send;     /* closed because the client did not read */
     uint64_t responses_dropped; /* responses given after the client was gone */
 } ql_http_counters_t;

@@ -281,7 +281,8 @@ static int req_set_route(ql_http_req_t *req, const ql_http_match_t *m) {
 static void respond_401(ql_http_req_t *req, bool rate_limited) {
     ql_http_add_header(req, "WWW-Authenticate", "Basic realm=\"Kylin\", charset=\"UTF-8\"");
     if (rate_limited)
-        ql_http_respond_error(req, 401, QL_EAUTH, "too many failed logins from %s: try again later",
+        ql_http_respond_error(req, 401, QL_EAUTH,
+                              "too many failed logins for this user from %s: try again later",
                               ql_http_req_peer(req));
     else
         ql_http_respond_error(req, 401, QL_EAUTH,

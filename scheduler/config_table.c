@@ -305,8 +305,32 @@ static const ql_config_option_t options[] = {
      .def = "1024",
      .min = 1,
      .max = 1000000,
-     .doc = "Most client connections open at once; further ones are closed as soon as they are "
-            "accepted."},
+     .doc = "Most client connections open at once. When all are taken, a new connection takes "
+            "the place of the oldest unauthenticated one with nothing in flight; when there is "
+            "none it gets 503 and is closed."},
+    {.key = "qilin.http.max-connections-per-address",
+     .type = QL_CONFIG_INT,
+     .def = "64",
+     .min = 1,
+     .max = 1000000,
+     .doc = "Most connections open at once from one client address (an IPv4 address, or an IPv6 "
+            "/64); further ones get 503 and are closed. Behind a reverse proxy every client has "
+            "the proxy's address: raise it there."},
+    {.key = "qilin.http.first-request-timeout-ms",
+     .type = QL_CONFIG_MS,
+     .def = "10000",
+     .min = 100,
+     .max = HOUR_MS,
+     .doc = "A new connection must deliver the headers of its first request within this long, "
+            "or it is closed (408 when it had started one)."},
+    {.key = "qilin.http.auth-reserved-connections",
+     .type = QL_CONFIG_INT,
+     .def = "64",
+     .min = 1,
+     .max = 1000000,
+     .doc = "Connection slots that unauthenticated connections cannot keep (at most a quarter "
+            "of `qilin.http.max-connections` applies): a connection accepted into them is "
+            "closed after its first answer unless that request had valid credentials."},
     {.key = "qilin.api.page-size-max",
      .type = QL_CONFIG_INT,
      .def = "1000",

@@ -356,6 +356,61 @@ Test(auth, rate_limit_counts_verifications_in_flight) {
     cr_assert(check_from(basic("alice", "s3cret"), &p).rate_limited);
 }
 
+Test(auth, one_users_failures_do_not_lock_out_another_user_at_the_address) {
+    ql_auth_config_t cfg = base_config();
+    start(&cfg);
+    struct sockaddr_storage office = addr4("10.0.0.20"), home = addr4("10.0.0.21");
+    /* bob logs in first, so his credentials are cached when alice starts mistyping. */
+    cr_assert_eq(check_from(basic("bob", "yes-pass"), &office).status, 0);
+    for (int i = 0; i < 5; i++) {
+        answer_t a = check_from(basic("alice", "typo"), &office);
+        cr_assert_eq(a.status, QL_EAUTH);
+        cr_assert_not(a.rate_limited, "attempt %d is verified", i);
+    }
+    answer_t a = check_from(basic("alice", "typo"), &office);
+    cr_assert(a.rate_limited, "alice is locked out at this address");
+    /* bob's cached credentials and carol's fresh verification still pass at the address. */
+    a = check_from(basic("bob", "yes-pass"), &office);
+    cr_assert_eq(a.status, 0);
+    cr_assert(a.cached);
+    a = check_from(basic("carol", "sha-pass"), &office);
+    cr_assert_eq(a.status, 0);
+    cr_assert_not(a.cached);
+    /* The lock is on (address, name), the name case-folded: ALICE is alice. alice's right
+     * password is refused too at this address (letting it through would tell a guesser which
+     * guess is right), and passes from another address. */
+    a = check_from(basic("ALICE", "s3cret"), &office);
+    cr_assert_eq(a.status, QL_EAUTH);
+    cr_assert(a.rate_limited);
+    cr_assert_eq(check_from(basic("alice", "s3cret"), &home).status, 0);
+    a = check_from(basic("alice", "s3cret"), &office);
+    cr_assert(a.rate_limited, "even once cached from the other address");
+}
+
+Test(auth, one_address_has_a_bounded_share_of_verifications) {
+    ql_auth_config_t cfg = base_config();
+    cfg.max_pending_per_address = 2;
+    start(&cfg);
+    struct sockaddr_storage sprayer = addr4("10.0.0.30"), other = addr4("10.0.0.31");
+    answer_t as[5] = {{0}};
+    const char *names[] = {"n1", "n2", "n3"};
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(ql_auth_check(E.auth, basic(names[i], "x"), (struct sockaddr *)&sprayer,
+                                   on_answer, &as[i]),
+                     0);
+    /* Ever new names would each get their own failure record: the third is refused now. */
+    cr_assert(as[2].done);
+    cr_assert_eq(as[2].status, QL_ETRANSIENT);
+    cr_assert_eq(ql_auth_check(E.auth, basic("alice", "s3cret"), (struct sockaddr *)&other,
+                               on_answer, &as[3]),
+                 0);
+    cr_assert_not(as[3].done, "another address is verified");
+    wait_all(as, 2);
+    wait_all(&as[3], 1);
+    cr_assert_eq(as[3].status, 0);
+    cr_assert_eq(check_from(basic("n3", "x"), &sprayer).status, QL_EAUTH, "room again");
+}
+
 Test(auth, success_clears_failures) {
     ql_auth_config_t cfg = base_config();
     cfg.fail_limit = 2;
