@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #define QL_STORE_DEFAULT_MAP_SIZE (64ull << 30)
+#define QL_STORE_DEFAULT_WRITER_STALL_MS 2000
 /* Schema of the environment: a build refuses a store whose major version is higher. */
 #define QL_SCHEMA_MAJOR 2
 #define QL_SCHEMA_MINOR 0
@@ -44,6 +45,11 @@ typedef struct ql_store_opts {
     unsigned max_readers; /* 0: 126 */
     bool read_only;
     uint64_t id_seed; /* nonzero: deterministic ids from this seed (simulator, tests) */
+    /* How long a write transaction waits for another process's before it looks at that
+     * process, and kills it if it is stopped (the writer guard, storage/writer_guard.h;
+     * qilin.storage.writer-stall-ms). 0: QL_STORE_DEFAULT_WRITER_STALL_MS. */
+    int64_t writer_stall_ms;
+    struct ql_log *log; /* borrowed, may be NULL (stderr): the writer guard's decisions */
 } ql_store_opts_t;
 
 /* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store

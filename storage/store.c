@@ -179,8 +179,27 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
         return code;
     }
 
+    if (!opts->read_only &&
+        (rc = ql_wguard_open(s->path,
+                             opts->writer_stall_ms > 0 ? opts->writer_stall_ms
+                                                       : QL_STORE_DEFAULT_WRITER_STALL_MS,
+                             opts->log, &s->guard))) {
+        ql_err_set(err, rc, "cannot open the writer guard of the store at %s: %s", s->path,
+                   ql_strerror(rc));
+        ql_store_close(s);
+        return rc;
+    }
+
     MDB_txn *txn;
+    if (s->guard && (rc = ql_wguard_enter(s->guard))) {
+        ql_err_set(err, rc, "cannot take the writer guard of the store at %s: %s", s->path,
+                   ql_strerror(rc));
+        ql_store_close(s);
+        return rc;
+    }
     if ((rc = mdb_txn_begin(s->env, NULL, opts->read_only ? MDB_RDONLY : 0, &txn))) {
+        if (s->guard)
+            ql_wguard_leave(s->guard);
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the store at %s: %s", s->path, mdb_strerror(rc));
         ql_store_close(s);
@@ -192,6 +211,8 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
         rc = mdb_txn_commit(txn);
     else
         mdb_txn_abort(txn);
+    if (s->guard)
+        ql_wguard_leave(s->guard);
     if (rc) {
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the tables of the store at %s: %s", s->path,
@@ -221,6 +242,7 @@ void ql_store_close(ql_store_t *s) {
         return;
     if (s->env)
         mdb_env_close(s->env);
+    ql_wguard_close(s->guard);
     pthread_mutex_destroy(&s->id_lock);
     free(s->path);
     free(s);
@@ -321,8 +343,18 @@ static int txn_new(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) 
     ql_txn_t *t = calloc(1, sizeof *t);
     if (!t)
         return UV_ENOMEM;
-    int rc = mdb_txn_begin(s->env, parent ? parent->txn : NULL, write ? 0 : MDB_RDONLY, &t->txn);
+    /* A top-level write transaction takes the writer guard first, so a wait for another
+     * process's write happens where that process can be looked at (writer_guard.h). */
+    bool guard = write && !parent && s->guard;
+    int rc;
+    if (guard && (rc = ql_wguard_enter(s->guard))) {
+        free(t);
+        return rc;
+    }
+    rc = mdb_txn_begin(s->env, parent ? parent->txn : NULL, write ? 0 : MDB_RDONLY, &t->txn);
     if (rc) {
+        if (guard)
+            ql_wguard_leave(s->guard);
         free(t);
         return ql_store_mdb_err(rc);
     }
@@ -362,8 +394,15 @@ static bool disk_is_full(const ql_store_t *s) {
     return blocks * fs.f_frsize < 64 * 4096;
 }
 
+/* Whether t holds the writer guard (a top-level write transaction of a writable store). */
+static bool holds_guard(const ql_txn_t *t) {
+    return t->write && !t->parent && t->store->guard;
+}
+
 int ql_txn_commit(ql_txn_t *t) {
     int mrc = mdb_txn_commit(t->txn);
+    if (holds_guard(t))
+        ql_wguard_leave(t->store->guard); /* LMDB's write mutex is free again */
     int rc =
         mrc == EIO && t->write && disk_is_full(t->store) ? QL_EDISKFULL : ql_store_mdb_err(mrc);
     if (!rc && t->write && !t->parent && t->store->commit_hook)
@@ -376,6 +415,8 @@ void ql_txn_abort(ql_txn_t *t) {
     if (!t)
         return;
     mdb_txn_abort(t->txn);
+    if (holds_guard(t))
+        ql_wguard_leave(t->store->guard);
     txn_free(t);
 }
 

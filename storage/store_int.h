@@ -26,6 +26,7 @@
 
 #include "storage/codec.h"
 #include "storage/ql_store.h"
+#include "storage/writer_guard.h"
 
 #include <lmdb.h>
 #include <pthread.h>
@@ -58,6 +59,7 @@ struct ql_store {
     uint64_t id_state;   /* deterministic id generator state, 0: time-ordered random ids */
     uint64_t id_last_ms; /* time-ordered ids: the last millisecond used and its sequence */
     uint16_t id_seq;
+    ql_wguard_t *guard; /* taken around every top-level write transaction; NULL: read-only */
     ql_store_commit_hook commit_hook;
     void *commit_hook_arg;
     uint64_t upgraded_major, upgraded_minor; /* the schema an open upgraded from, 0: none */

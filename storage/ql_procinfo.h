@@ -1,0 +1,41 @@
+/*
+ * Facts about another process of this host, read from /proc, for deciding whether a process
+ * that holds a lock of the store may be killed (the writer guard, storage/writer_guard.h; the
+ * job engine lock's lease, scheduler/lock_file.c).
+ *
+ * A pid alone is not a process: pids are reused. A process is named here by its pid and its
+ * start time (field 22 of /proc/PID/stat, clock ticks since boot), which together never name two
+ * processes on one boot. ql_proc_kill() checks both through a pidfd, so the signal cannot reach
+ * a process that took the pid after the check.
+ */
+#ifndef QL_PROCINFO_H
+#define QL_PROCINFO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct ql_proc_info {
+    char state;     /* /proc/PID/stat field 3: R, S, D, T (stopped), t (traced), Z, ... */
+    uint64_t start; /* field 22: start time in clock ticks since boot */
+    uid_t uid;      /* the owner of /proc/PID: the process's effective uid */
+} ql_proc_info_t;
+
+/* Reads pid's facts. Returns 0, UV_ESRCH when there is no such process, or another negative
+ * error. */
+int ql_proc_info(pid_t pid, ql_proc_info_t *out);
+/* This process's start time (0 if /proc cannot tell). */
+uint64_t ql_proc_self_start(void);
+/* Whether a process in this state runs no code until someone continues it: stopped by a
+ * signal (T) or by a tracer (t). */
+static inline bool ql_proc_is_stopped(char state) {
+    return state == 'T' || state == 't';
+}
+/* Sends sig to the process named by pid and start time, if it still is that process. Returns 0,
+ * UV_ESRCH when it is gone or the pid names another process now, or another negative error. */
+int ql_proc_kill(pid_t pid, uint64_t start, int sig);
+/* Milliseconds of CLOCK_BOOTTIME: monotonic, shared by every process of the host, and counting
+ * time suspended, so a lease read by another process means the same thing. */
+int64_t ql_boot_ms(void);
+
+#endif
