@@ -157,6 +157,15 @@ static const ql_config_option_t options[] = {
      .max = HOUR_MS,
      .doc = "GET /healthz answers 503 when a store write has waited this long with no commit "
             "meanwhile (the writer is stuck, e.g. on a slow disk); an idle writer is healthy."},
+    {.key = "qilin.server.master-lease-ms",
+     .type = QL_CONFIG_MS,
+     .def = "5000",
+     .min = 1000,
+     .max = HOUR_MS,
+     .doc = "The master renews a lease in the job engine lock file every 250 ms; a standby "
+            "that finds it older than this kills the master (stopped, traced or wedged) and "
+            "takes over. Must exceed `qilin.storage.writer-stall-ms` (see Several servers in "
+            "the user guide)."},
     /* scheduler */
     {.key = "kylin.job.scheduler.default",
      .type = QL_CONFIG_INT,
@@ -274,6 +283,15 @@ static const ql_config_option_t options[] = {
      .max = 16 * TIB,
      .doc = "Largest size the store may grow to (address space reserved, not disk used); "
             "writes fail cleanly beyond it."},
+    {.key = "qilin.storage.writer-stall-ms",
+     .type = QL_CONFIG_MS,
+     .def = "2000",
+     .min = 100,
+     .max = HOUR_MS,
+     .doc = "How long a write waits for another process's write transaction on the store "
+            "before it looks at that process: one that is stopped or traced (SIGSTOP, a "
+            "debugger) is killed, so it cannot stall every server's writes; one that runs is "
+            "waited for (see Several servers in the user guide)."},
     /* HTTP and API */
     {.key = "qilin.http.max-body-bytes",
      .type = QL_CONFIG_SIZE,

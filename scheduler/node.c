@@ -25,6 +25,8 @@ struct ql_node {
     bool wake_init;
     ql_timer_t lock_timer;
     bool lock_timer_init;
+    ql_timer_t lease_timer; /* the master renews its lease in the lock file */
+    bool lease_timer_init;
     char holder[256];
     char exec_helper[PATH_MAX];
     char log_dir[PATH_MAX];
@@ -81,6 +83,16 @@ static void find_exec_helper(ql_node_t *n) {
 
 static void lock_timer_cb(ql_timer_t *t, void *arg);
 
+/* Every QL_LOCK_RENEW_MS while scheduling: from the loop, so a loop that is stopped or wedged
+ * stops renewing, and a standby replaces this server after qilin.server.master-lease-ms. */
+static void lease_timer_cb(ql_timer_t *t, void *arg) {
+    ql_node_t *n = arg;
+    if (!n->sched || n->stopping || n->demoting)
+        return;
+    ql_lock_renew(n->lock);
+    ql_timer_start(t, QL_LOCK_RENEW_MS, lease_timer_cb, n);
+}
+
 /* From a write's answer: run the lock check at the next loop turn, not inside the answer. */
 static void on_fenced(void *arg) {
     ql_node_t *n = arg;
@@ -135,6 +147,8 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
     ql_sched_start(n->sched);
     ql_dispatcher_start(n->dispatcher);
+    ql_lock_renew(n->lock); /* recovery may have taken a while */
+    ql_timer_start(&n->lease_timer, QL_LOCK_RENEW_MS, lease_timer_cb, n);
     ql_log(n->opts.log, QL_LOG_INFO, "node",
            "scheduling: holding the job engine lock fence=%llu recovered=%llu",
            (unsigned long long)n->lock->fence, (unsigned long long)recovered);
@@ -207,6 +221,7 @@ static void demote(ql_node_t *n, const char *why) {
            (unsigned long long)n->lock->fence, why);
     ql_dispatcher_free(n->dispatcher);
     n->dispatcher = NULL;
+    ql_timer_stop(&n->lease_timer);
     ql_sched_stop(n->sched, true, 0, sched_demoted, n);
 }
 
@@ -297,6 +312,12 @@ static void close_handles(ql_node_t *n) {
         n->lock_timer.arg = n;
         ql_timer_close(&n->lock_timer, timer_closed);
     }
+    if (n->lease_timer_init) {
+        n->closing++;
+        ql_timer_stop(&n->lease_timer);
+        n->lease_timer.arg = n;
+        ql_timer_close(&n->lease_timer, timer_closed);
+    }
     if (n->wake_init) {
         n->closing++;
         /* Answers still queued are run by ql_writer_free (in free_node). */
@@ -320,8 +341,12 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     }
     const char *path = ql_config_get_str(n->cfg, "qilin.storage.path");
     snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
-    ql_store_opts_t so = {.path = path,
-                          .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size")};
+    ql_store_opts_t so = {
+        .path = path,
+        .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size"),
+        .writer_stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms"),
+        .log = opts->log,
+    };
     if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
         goto fail;
     struct stat dst;
@@ -371,10 +396,24 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                         "directory's lock");
         goto fail;
     }
-    if ((rc = ql_lock_file_new(path, n->store, &n->lock))) {
+    /* A new master may wait up to the stall bound for another process's write while it takes
+     * the lock (raising the epoch), without renewing: a lease that short would get it killed. */
+    int64_t lease_ms = ql_config_get_ms(n->cfg, "qilin.server.master-lease-ms");
+    int64_t stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms");
+    if (lease_ms <= stall_ms) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "qilin.server.master-lease-ms: %lld ms must be longer than "
+                        "qilin.storage.writer-stall-ms (%lld ms)",
+                        (long long)lease_ms, (long long)stall_ms);
+        goto fail;
+    }
+    ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
+    if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
         ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
         goto fail;
     }
+    ql_timer_init(n->clock, &n->lease_timer);
+    n->lease_timer_init = true;
     if ((rc = try_lock(n, err)))
         goto fail;
     ql_timer_init(n->clock, &n->lock_timer);
@@ -398,6 +437,7 @@ fail:
 
 static void sched_stopped(void *arg) {
     ql_node_t *n = arg;
+    ql_timer_stop(&n->lease_timer);
     ql_sched_free(n->sched);
     n->sched = NULL;
     if (n->lock)
