@@ -70,18 +70,22 @@ static int64_t mono_ms(void) {
  * nothing and keeps its flock, so no other server could take over until it dies. Returns
  * whether it killed the holder.
  */
-static bool expire_lease(file_lock_t *l) {
+static bool read_lease(file_lock_t *l, long *pid, unsigned long long *start, long long *renewed) {
     char buf[512];
     ssize_t n = pread(l->fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return false;
     buf[n] = '\0';
     const char *lease = strstr(buf, "\nlease ");
+    return lease && sscanf(lease + 1, "lease pid=%ld start=%llu renewed_boot_ms=%lld", pid, start,
+                           renewed) == 3;
+}
+
+static bool expire_lease(file_lock_t *l) {
     long pid;
     unsigned long long start;
     long long renewed;
-    if (!lease || sscanf(lease + 1, "lease pid=%ld start=%llu renewed_boot_ms=%lld", &pid, &start,
-                         &renewed) != 3)
+    if (!read_lease(l, &pid, &start, &renewed))
         return false; /* a holder that writes no lease (an older build) cannot be judged */
     int64_t age = ql_boot_ms() - renewed;
     if (age <= l->lease_ms || pid == (long)getpid()) {
@@ -92,6 +96,14 @@ static bool expire_lease(file_lock_t *l) {
     int rc = ql_proc_info((pid_t)pid, &pi);
     if (rc || pi.start != start)
         return false; /* not the writer of that lease: a new holder that has not written yet */
+    /* Read again after looking at the process: a master that was continued meanwhile has
+     * renewed, and a read that raced with a renewal does not decide alone. */
+    long pid2;
+    unsigned long long start2;
+    long long renewed2;
+    if (!read_lease(l, &pid2, &start2, &renewed2) || pid2 != pid || start2 != start ||
+        renewed2 != renewed)
+        return false;
     if (pi.uid != geteuid()) {
         if (l->said_pid != (pid_t)pid)
             ql_log(l->log, QL_LOG_WARN, "node",

@@ -83,11 +83,13 @@ static void find_exec_helper(ql_node_t *n) {
 
 static void lock_timer_cb(ql_timer_t *t, void *arg);
 
-/* Every QL_LOCK_RENEW_MS while scheduling: from the loop, so a loop that is stopped or wedged
- * stops renewing, and a standby replaces this server after qilin.server.master-lease-ms. */
+/* Every QL_LOCK_RENEW_MS while the lock is held: from the loop, so a loop that is stopped or
+ * wedged stops renewing, and a standby replaces this server after qilin.server.master-lease-ms.
+ * It goes on while the server stops (running steps may take qilin.shutdown.grace-ms to finish)
+ * or steps down: the loop is alive, and the lock is released at the end of either. */
 static void lease_timer_cb(ql_timer_t *t, void *arg) {
     ql_node_t *n = arg;
-    if (!n->sched || n->stopping || n->demoting)
+    if (!n->lock || !n->lock->held)
         return;
     ql_lock_renew(n->lock);
     ql_timer_start(t, QL_LOCK_RENEW_MS, lease_timer_cb, n);
@@ -221,7 +223,6 @@ static void demote(ql_node_t *n, const char *why) {
            (unsigned long long)n->lock->fence, why);
     ql_dispatcher_free(n->dispatcher);
     n->dispatcher = NULL;
-    ql_timer_stop(&n->lease_timer);
     ql_sched_stop(n->sched, true, 0, sched_demoted, n);
 }
 
@@ -229,6 +230,7 @@ static void sched_demoted(void *arg) {
     ql_node_t *n = arg;
     ql_sched_free(n->sched);
     n->sched = NULL;
+    ql_timer_stop(&n->lease_timer);
     ql_lock_release(n->lock);
     n->demoting = false;
     n->fenced = false;

@@ -8,6 +8,9 @@
  *   records and all their index entries together; LMDB's MVCC means a reader never sees half of
  *   it. Only the writer thread (ql_writer.h) opens write transactions in a running server; tools
  *   and tests may open them directly (one at a time per environment: LMDB serialises writers).
+ * - Other processes: each top-level write transaction holds the store's writer guard
+ *   (writer_guard.h) from begin to commit or abort, so waiting for another process's write is
+ *   bounded: a holder stopped for longer than writer_stall_ms is killed.
  * - Read transactions may be used from any thread (the environment is opened with MDB_NOTLS),
  *   one thread at a time per transaction.
  * - Records read inside a transaction are decoded into caller-owned structs before the

@@ -68,7 +68,9 @@ bool ql_test_holder_exited(ql_test_holder_t *h) {
 }
 
 void ql_test_holder_reap(ql_test_holder_t *h) {
-    if (h->pid > 0 && !ql_test_holder_exited(h)) {
+    if (h->pid <= 0)
+        return; /* never started (a zeroed struct's out_fd is not ours) */
+    if (!ql_test_holder_exited(h)) {
         kill(h->pid, SIGKILL);
         if (waitpid(h->pid, &h->status, 0) == h->pid)
             h->reaped = true;

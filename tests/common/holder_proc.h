@@ -27,7 +27,8 @@ void ql_test_holder_start(ql_test_holder_t *h, const char *exe, const char *data
 void ql_test_holder_sigstop(ql_test_holder_t *h, int64_t deadline_ms);
 /* Reaps it if it has exited; returns whether it has. */
 bool ql_test_holder_exited(ql_test_holder_t *h);
-/* For a teardown: SIGKILLs it if it still runs (even stopped), reaps it. No assertions. */
+/* For a teardown: SIGKILLs it if it still runs (even stopped), reaps it. No assertions; does
+ * nothing on a zeroed struct. */
 void ql_test_holder_reap(ql_test_holder_t *h);
 
 #endif

@@ -325,3 +325,25 @@ Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fi
     cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
               "the process group %d of A's try survives", pw.pgid);
 }
+
+/* A new master may wait up to the stall bound for a write while it takes the lock, without
+ * renewing its lease: a lease no longer than that bound is refused at start, naming both. */
+Test(pause, a_lease_not_longer_than_the_stall_bound_is_refused) {
+    init_dirs();
+    static const char *const settings[] = {"qilin.server.master-lease-ms=2000",
+                                           "qilin.storage.writer-stall-ms=2000", NULL};
+    w.cfg = ql_test_node_config(w.data, w.templates, settings);
+    ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .exec_helper = HELPER};
+    ql_err_t err = {0};
+    ql_node_t *n = NULL;
+    int rc = ql_node_start(&no, &n, &err);
+    cr_assert_eq(rc, QL_EINVAL, "the start was not refused (%d)", rc);
+    cr_assert_null(n);
+    cr_assert(strstr(err.msg, "qilin.server.master-lease-ms: 2000 ms must be longer than "
+                              "qilin.storage.writer-stall-ms (2000 ms)"),
+              "%s", err.msg);
+    char lock[160];
+    snprintf(lock, sizeof lock, "%s/job_engine.lock", w.data);
+    cr_assert_neq(access(lock, F_OK), 0, "the refused server took the lock");
+    teardown();
+}
