@@ -63,13 +63,7 @@ static int64_t mono_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/*
- * A standby found the lock held: reads the holder's lease and, when it is older than lease_ms,
- * kills the holder if it is still the process that wrote it (pid and start time) and of our
- * uid. Stopped, traced or simply not renewing (its loop wedged), such a master schedules
- * nothing and keeps its flock, so no other server could take over until it dies. Returns
- * whether it killed the holder.
- */
+/* The lease line of the file, if there is one that parses. */
 static bool read_lease(file_lock_t *l, long *pid, unsigned long long *start, long long *renewed) {
     char buf[512];
     ssize_t n = pread(l->fd, buf, sizeof buf - 1, 0);
@@ -81,6 +75,13 @@ static bool read_lease(file_lock_t *l, long *pid, unsigned long long *start, lon
                            renewed) == 3;
 }
 
+/*
+ * A standby found the lock held: reads the holder's lease and, when it is older than lease_ms,
+ * kills the holder if it is still the process that wrote it (pid and start time) and of our
+ * uid. Stopped, traced or simply not renewing (its loop wedged), such a master schedules
+ * nothing and keeps its flock, so no other server could take over until it dies. Returns
+ * whether it killed the holder.
+ */
 static bool expire_lease(file_lock_t *l) {
     long pid;
     unsigned long long start;
