@@ -14,7 +14,7 @@
 
 #define H 3600000LL
 #define DAY (24 * H)
-/* The seed's worked example: [2026-08-31 00:00, 2026-09-01 00:00) Asia/Shanghai. */
+/* The contract's worked example: [2026-08-31 00:00, 2026-09-01 00:00) Asia/Shanghai. */
 #define T0 1788105600000LL
 #define T1 (T0 + DAY)
 
