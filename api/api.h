@@ -4,7 +4,7 @@
  *
  *   ql_http.h  HTTP server on libuv, requests, responses, router, counters (docs/http.md)
  *   ql_auth.h  HTTP Basic authentication with a verification cache and rate limits
- *   ql_api.h   the REST API (spec/rest-api.md, docs/rest.md), /healthz and /metrics
+ *   ql_api.h   the REST API (docs/design/rest-api.md, docs/rest.md), /healthz and /metrics
  */
 #ifndef QL_API_UMBRELLA_H
 #define QL_API_UMBRELLA_H

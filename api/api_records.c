@@ -1,5 +1,5 @@
 /*
- * Records as the JSON clients see (spec/rest-api.md): Kylin's field names, times as epoch
+ * Records as the JSON clients see (docs/design/rest-api.md): Kylin's field names, times as epoch
  * milliseconds, ids in their 36-character form, display statuses for jobs and steps.
  */
 #include "api/api_int.h"

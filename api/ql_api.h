@@ -1,5 +1,5 @@
 /*
- * Qilin's REST API (spec/rest-api.md): Kylin's build endpoints under /kylin/api, Qilin's
+ * Qilin's REST API (docs/design/rest-api.md): Kylin's build endpoints under /kylin/api, Qilin's
  * extensions, /healthz and /metrics, served by the HTTP server of ql_http.h over a job server's
  * engine (scheduler/ql_node.h). docs/rest.md is the reference for clients.
  *

@@ -6,7 +6,7 @@
 
 #define BIT(s) (1u << (s))
 
-/* Legal job transitions, spec/jobs.md: row = from, bits = to. */
+/* Legal job transitions, docs/design/jobs.md: row = from, bits = to. */
 static const uint32_t job_next[QL_JOB_STATE_COUNT] = {
     [QL_READY] = BIT(QL_PENDING) | BIT(QL_PAUSED) | BIT(QL_DISCARDED) | BIT(QL_SUICIDAL),
     [QL_PENDING] = BIT(QL_READY) | BIT(QL_RUNNING) | BIT(QL_ERROR) | BIT(QL_PAUSED) |
@@ -104,7 +104,7 @@ int ql_action_parse(const char *name, ql_action_t *out) {
     return QL_EINVAL;
 }
 
-/* The actions table by display status (spec/jobs.md, Actions). */
+/* The actions table by display status (docs/design/jobs.md, Actions). */
 bool ql_action_allowed(ql_action_t a, ql_state_t s) {
     const char *d = ql_job_display_status(s);
     switch (a) {

@@ -1,6 +1,6 @@
 /*
- * Jobs and steps: the state machine (spec/jobs.md, States), the actions PAUSE, RESUME, RESTART
- * and DISCARD, and the writes that move a job, each with its segment effects in the same
+ * Jobs and steps: the state machine (docs/design/jobs.md, States), the actions PAUSE, RESUME,
+ * RESTART and DISCARD, and the writes that move a job, each with its segment effects in the same
  * transaction.
  *
  * The transition tables are data (see jobs.c); every state change of a job or step in Qilin goes

@@ -125,8 +125,8 @@ int ql_stepdef_copy(const ql_stepdef_t *src, ql_stepdef_t *dst);
 /*
  * `when` (template_when.c). A step's `when:` maps parameter names (QILIN_* or the chain's
  * declared params) to a value or a list of values; the step runs only if every named parameter
- * has one of its values when the step is due, and is SKIPped otherwise (spec/jobs.md: READY ->
- * SKIP when a template condition skips it).
+ * has one of its values when the step is due, and is SKIPped otherwise (docs/design/jobs.md: READY
+ * -> SKIP when a template condition skips it).
  */
 /* Parses node (the value of `when`, borrowed) into out->when. */
 int ql_when_load(const ql_yaml_node_t *node, const char *const *declared, size_t n_declared,

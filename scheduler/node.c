@@ -388,8 +388,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                         (long long)scheduler);
         goto fail;
     }
-    /* With ZooKeeper configured, scheduler 0's lock is a ZooKeeper node (cluster.md); using the
-     * data directory's lock instead would quietly give a different guarantee. */
+    /* With ZooKeeper configured, scheduler 0's lock is a ZooKeeper node (docs/design/cluster.md);
+     * using the data directory's lock instead would quietly give a different guarantee. */
     if (ql_config_get_str(n->cfg, "kylin.env.zookeeper-connect-string")[0]) {
         rc = ql_err_set(err, QL_EINVAL,
                         "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "

@@ -1,5 +1,5 @@
 /*
- * The automatic segment build dispatcher (spec/auto-segment-build.md).
+ * The automatic segment build dispatcher (docs/design/auto-segment-build.md).
  *
  * DESIGN.
  * - Pure decisions: ql_dispatch_eligibility() and ql_dispatch_classify() take records and time
@@ -78,8 +78,8 @@ typedef struct ql_dispatch_seg {
 } ql_dispatch_seg_t;
 
 /* Classifies the target [start, end) against the segments that overlap it (any order), by the
- * table of auto-segment-build.md step 5: coverage first, then BLOCKED over IN_PROGRESS, then
- * PARTIAL_OVERLAP, else NO_OVERLAP. */
+ * table of docs/design/auto-segment-build.md step 5: coverage first, then BLOCKED over IN_PROGRESS,
+ * then PARTIAL_OVERLAP, else NO_OVERLAP. */
 ql_cycle_state_t ql_dispatch_classify(int64_t start, int64_t end, const ql_dispatch_seg_t *segs,
                                       size_t n);
 

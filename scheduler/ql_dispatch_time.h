@@ -1,6 +1,6 @@
 /*
- * The dispatcher's time math (auto-segment-build.md, "One scan" steps 1 and 2): pure functions
- * of (time zone, now, configuration), so tests and the simulator call them directly.
+ * The dispatcher's time math (docs/design/auto-segment-build.md, "One scan" steps 1 and 2): pure
+ * functions of (time zone, now, configuration), so tests and the simulator call them directly.
  *
  * Local times resolve like java.time's LocalDateTime.atZone (see storage/ql_time.h): a wall time
  * in a gap moves later by the gap, a repeated one takes the earlier instant. Thread-safe: no

@@ -1,7 +1,7 @@
 /*
- * The job engine lock (cluster.md, DefaultScheduler): only the holder schedules on a metadata
- * store. An interface, so the ZooKeeper lock (/job_engine/global_job_engine_lock) and leader
- * election can take the embedded lock's place.
+ * The job engine lock (docs/design/cluster.md, DefaultScheduler): only the holder schedules on a
+ * metadata store. An interface, so the ZooKeeper lock (/job_engine/global_job_engine_lock) and
+ * leader election can take the embedded lock's place.
  *
  * The embedded store's lock is an exclusive flock(2) on <data>/job_engine.lock, holding the
  * holder's pid and host. The kernel releases it when the holder's process dies, however it

@@ -7,8 +7,8 @@
  * DESIGN.
  * - Threads: everything but the writer runs on the loop thread. The writer's answers reach the
  *   loop through a uv_async_t (coalescing: one wake-up drains every ready answer).
- * - Modes (cluster.md): `query` only: no scheduler, no dispatcher, writes are refused by the
- *   API; `all`/`job`: the node tries the job engine lock at start and then every second while
+ * - Modes (docs/design/cluster.md): `query` only: no scheduler, no dispatcher, writes are refused
+ * by the API; `all`/`job`: the node tries the job engine lock at start and then every second while
  *   it is a standby, logging who holds it; it schedules (recovery first) once it holds it.
  * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps;
  *   with `wait`, for qilin.shutdown.grace-ms at most, then they are paused anyway), the writer

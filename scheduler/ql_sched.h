@@ -1,6 +1,6 @@
 /*
  * The job scheduler: Kylin's DefaultScheduler (a fetcher and a runner pool), made event-driven
- * (spec/jobs.md, The scheduler).
+ * (docs/design/jobs.md, The scheduler).
  *
  * DESIGN.
  * - Threads: everything here runs on the loop thread of its clock (the libuv loop for the real

@@ -1,7 +1,7 @@
 /*
- * The simulation harness behind `qilin sim` (spec/scenarios.md, docs/simulation.md): a scenario
- * file replays the REAL scheduler, dispatcher, submission path and store on a virtual clock, in
- * a fresh temporary store, and checks expectations.
+ * The simulation harness behind `qilin sim` (docs/design/scenarios.md, docs/simulation.md): a
+ * scenario file replays the REAL scheduler, dispatcher, submission path and store on a virtual
+ * clock, in a fresh temporary store, and checks expectations.
  *
  * DESIGN.
  * - Determinism: the store is opened with a fixed id seed, the writer runs in manual mode (every

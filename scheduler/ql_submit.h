@@ -47,9 +47,9 @@ void ql_submit_project_timezone(const ql_project_t *p, const char *server_tz, ch
                                 size_t cap);
 
 /* Normalizes [start, end) with the model's partition format in the project's time zone
- * (auto-segment-build.md step 3), as the dispatcher does. QL_EEMPTYRANGE when the result is
- * empty; QL_EINVAL for an unusable zone or format (the message says which). Opens the zone and
- * the ICU format and frees them again: ql_submit_normalize_cached(NULL, ...). */
+ * (docs/design/auto-segment-build.md step 3), as the dispatcher does. QL_EEMPTYRANGE when the
+ * result is empty; QL_EINVAL for an unusable zone or format (the message says which). Opens the
+ * zone and the ICU format and frees them again: ql_submit_normalize_cached(NULL, ...). */
 int ql_submit_normalize(const ql_project_t *p, const ql_model_t *m, const char *server_tz,
                         int64_t start, int64_t end, int64_t *ns, int64_t *ne, ql_err_t *err);
 

@@ -161,7 +161,7 @@ static void log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const cha
 /* ---- fencing ---- */
 
 /* Every change the scheduler makes on the strength of the job engine lock starts with this,
- * inside its own transaction (cluster.md, Fencing). */
+ * inside its own transaction (docs/design/cluster.md, Fencing). */
 static int check_fence(ql_txn_t *txn, const ql_sched_t *s, ql_err_t *err) {
     return ql_fence_check(txn, s->opts.fence, err);
 }

@@ -1,6 +1,6 @@
 /*
- * Expectations (spec/scenarios.md, Expectations): parsing the expect: mapping and checking it
- * against the dispatcher's latest decisions and the store. A failed check lists every mismatch
+ * Expectations (docs/design/scenarios.md, Expectations): parsing the expect: mapping and checking
+ * it against the dispatcher's latest decisions and the store. A failed check lists every mismatch
  * of the step, each with what was expected and what was found, so one run shows the whole
  * difference.
  */

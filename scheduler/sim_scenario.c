@@ -1,7 +1,7 @@
 /*
- * Loading a scenario file (spec/scenarios.md, File): the header keys, the server config through
- * the config table, the templates, and the set-up (projects, models, segments, the jobs of NEW
- * segments), all written down as given. Steps are parsed in sim_steps.c, expectations in
+ * Loading a scenario file (docs/design/scenarios.md, File): the header keys, the server config
+ * through the config table, the templates, and the set-up (projects, models, segments, the jobs of
+ * NEW segments), all written down as given. Steps are parsed in sim_steps.c, expectations in
  * sim_expect.c. Every problem is reported as "file:line: reason" and fails the whole load.
  */
 #include "scheduler/sim_int.h"

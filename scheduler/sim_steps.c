@@ -1,7 +1,8 @@
 /*
- * Parsing one item of a scenario's `steps:` (spec/scenarios.md, Steps). A step is a bare word
- * (`scan`, `restart`) or a mapping with exactly one key naming it. Names are resolved against
- * the set-up here, so a step that names an unknown model is an invalid file, not a failed run.
+ * Parsing one item of a scenario's `steps:` (docs/design/scenarios.md, Steps). A step is a
+ * bare word (`scan`, `restart`) or a mapping with exactly one key naming it. Names are resolved
+ * against the set-up here, so a step that names an unknown model is an invalid file, not a
+ * failed run.
  */
 #include "scheduler/sim_int.h"
 

@@ -346,8 +346,8 @@ int ql_datefmt_truncate(const ql_datefmt_t *fmt, const ql_civil_t *in, ql_civil_
 }
 
 /*
- * The rule (auto-segment-build.md step 3, [decided]): the normalized instant is the LATEST
- * instant not after epoch_ms whose wall time in tz is the truncated wall time W.
+ * The rule (docs/design/auto-segment-build.md step 3, [decided]): the normalized instant is the
+ * LATEST instant not after epoch_ms whose wall time in tz is the truncated wall time W.
  *   - W unique: its one instant.
  *   - W repeated (a fall-back hour): the second instant (post-transition offset) if it is not
  *     after epoch_ms, else the first. An instant thus keeps its own offset: 01:30 EST truncated

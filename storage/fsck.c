@@ -1,6 +1,6 @@
 /*
- * ql_store_fsck: checks the invariants of spec/metadata.md and every index against the records,
- * inside one read transaction (so it may run next to a live writer and sees one consistent
+ * ql_store_fsck: checks the invariants of docs/design/metadata.md and every index against the
+ * records, inside one read transaction (so it may run next to a live writer and sees one consistent
  * snapshot).
  *
  * Cost: every table is walked once with a cursor, in key order. Record-to-index checks are exact

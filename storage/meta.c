@@ -458,7 +458,7 @@ int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *
             break;
         }
         /* Any non-final job, PAUSED and ERROR too: until it ends it may still resume and
-         * finish, and its segment effects need these segments (metadata.md). */
+         * finish, and its segment effects need these segments (docs/design/metadata.md). */
         live_probe_t p = {.start = s.start, .end = s.end};
         ql_segment_free(&s);
         if ((rc = ql_job_foreach_live_overlapping(txn, &m.id, p.start, p.end, live_probe_cb, &p)))

@@ -90,13 +90,13 @@ int ql_datefmt_parse(const ql_datefmt_t *fmt, const char *text, ql_civil_t *wall
 int ql_datefmt_truncate(const ql_datefmt_t *fmt, const ql_civil_t *in, ql_civil_t *out);
 
 /*
- * Normalizes an instant with a partition date format in a time zone (auto-segment-build.md,
- * step 3, [decided]): read epoch_ms as a wall time in tz, truncate it with fmt; the result is
- * the LATEST instant not after epoch_ms whose wall time in tz is the truncated one. Inside a
- * repeated hour an instant therefore keeps its own offset (01:30 EST on the fall-back day with
- * "yyyy-MM-dd HH" gives 01:00 EST, not 01:00 EDT). A truncated wall time that falls in a gap
- * resolves like java.time, later by the gap's length.
- * Returns 0 and *out; QL_EINVAL if the wall time's year is outside the supported years.
+ * Normalizes an instant with a partition date format in a time zone
+ * (docs/design/auto-segment-build.md, step 3, [decided]): read epoch_ms as a wall time in tz,
+ * truncate it with fmt; the result is the LATEST instant not after epoch_ms whose wall time in tz
+ * is the truncated one. Inside a repeated hour an instant therefore keeps its own offset (01:30 EST
+ * on the fall-back day with "yyyy-MM-dd HH" gives 01:00 EST, not 01:00 EDT). A truncated wall time
+ * that falls in a gap resolves like java.time, later by the gap's length. Returns 0 and *out;
+ * QL_EINVAL if the wall time's year is outside the supported years.
  */
 int ql_normalize_instant(const ql_tz_t *tz, const ql_datefmt_t *fmt, int64_t epoch_ms,
                          int64_t *out);

@@ -1,7 +1,7 @@
 /*
- * Metadata rules (spec/metadata.md): validation, range math, and the changes that create or end
- * segments and jobs. Every function that changes records takes the write transaction it runs in,
- * so a caller (the writer, through a mutation) gets all of its records changed or none, and the
+ * Metadata rules (docs/design/metadata.md): validation, range math, and the changes that create or
+ * end segments and jobs. Every function that changes records takes the write transaction it runs
+ * in, so a caller (the writer, through a mutation) gets all of its records changed or none, and the
  * checks see exactly the state they change: the overlap rules are checked INSIDE the
  * transaction that creates the segment or job, which is what makes a manual build racing the
  * dispatcher (or another server) safe.
@@ -104,7 +104,7 @@ int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *
 
 /*
  * The segment effects of a job reaching a final state, written in the same transaction as the
- * job's state (spec/jobs.md): SUCCEED makes its NEW segment READY (WARNING when warned) and
+ * job's state (docs/design/jobs.md): SUCCEED makes its NEW segment READY (WARNING when warned) and
  * removes the segments a refresh or merge replaces; DISCARDED and SUICIDAL remove its NEW
  * segment. The job record itself is not written here.
  */
@@ -116,8 +116,8 @@ int ql_meta_apply_job_outcome(ql_txn_t *txn, const ql_job_t *job, ql_state_t fin
 int ql_meta_job_target_exists(ql_txn_t *txn, const ql_job_t *job, bool *exists);
 
 /*
- * Fencing (cluster.md): each acquisition of the job engine lock raises an epoch kept in the
- * store (meta "job_engine_epoch"), and the holder writes that epoch, its fencing token, with
+ * Fencing (docs/design/cluster.md): each acquisition of the job engine lock raises an epoch kept in
+ * the store (meta "job_engine_epoch"), and the holder writes that epoch, its fencing token, with
  * every change it makes on the strength of the lock. The check runs inside the change's own
  * write transaction, so a holder that lost the lock (another server took it and raised the
  * epoch) has the change refused, never applied.

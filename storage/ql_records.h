@@ -1,6 +1,6 @@
 /*
- * Qilin's metadata records: projects, models, segments, jobs and steps (spec/metadata.md,
- * spec/jobs.md), as plain C structs, and their msgpack encoding.
+ * Qilin's metadata records: projects, models, segments, jobs and steps (docs/design/metadata.md,
+ * docs/design/jobs.md), as plain C structs, and their msgpack encoding.
  *
  * Encoding: every record is a msgpack map keyed by field name with a format version under "v".
  * Fields this build does not know are kept, still encoded, in `extra` when the record is decoded
@@ -147,7 +147,7 @@ typedef struct ql_segment {
     ql_extra_t extra;
 } ql_segment_t;
 
-/* Job and step states (spec/jobs.md). Steps also use SKIP and WARNING. */
+/* Job and step states (docs/design/jobs.md). Steps also use SKIP and WARNING. */
 typedef enum ql_state {
     QL_READY = 0,
     QL_PENDING = 1,
@@ -196,7 +196,7 @@ typedef struct ql_job {
     int64_t start_time;  /* when the first step started, 0 if not yet */
     int64_t end_time;    /* when the job reached a final state, 0 if not yet */
     int64_t modify_time; /* last change, for sorting */
-    uint64_t fence;      /* fencing token of the scheduler that last moved it (cluster.md) */
+    uint64_t fence;      /* token of the scheduler that last moved it (docs/design/cluster.md) */
     char *params;        /* owned, may be NULL: encoded parameters of an ad-hoc job */
     size_t params_len;
     ql_extra_t extra;

@@ -1,7 +1,7 @@
 /*
  * The metadata store: one LMDB environment under a data directory, holding projects, models,
  * segments, jobs, steps and step outputs, with the indexes that keep every hot path a B-tree
- * lookup (spec/metadata.md, Store).
+ * lookup (docs/design/metadata.md, Store).
  *
  * DESIGN.
  * - Transactions: every read or change goes through a ql_txn_t. A write transaction changes
@@ -218,7 +218,7 @@ typedef struct ql_fsck_report {
     uint64_t warnings;   /* e.g. orphan NEW segments: reported, not failures */
 } ql_fsck_report_t;
 
-/* Checks every invariant of spec/metadata.md and the indexes against the records, printing
+/* Checks every invariant of docs/design/metadata.md and the indexes against the records, printing
  * one line per finding to out (may be NULL). Returns 0 when the check ran (see violations). */
 int ql_store_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report);
 

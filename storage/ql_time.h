@@ -5,7 +5,7 @@
  * ms), negative before it. A civil time (ql_civil_t) is a wall-clock reading with no zone: the
  * proleptic Gregorian calendar, no leap seconds. Zone rules come from the system tz database
  * (Debian's tzdata, kept current) through Google's CCTZ, wrapped in storage/tz.cc; ICU's own
- * zone data is never used (it is years out of date on Debian 12: see spec/metadata.md, Time).
+ * zone data is never used (years out of date on Debian 12: see docs/design/metadata.md, Time).
  *
  * Wall time -> instant resolves like java.time's LocalDateTime.atZone(zone):
  *   - a wall time inside a gap (spring forward, a skipped day) moves later by the gap's length:

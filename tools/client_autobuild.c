@@ -1,6 +1,6 @@
 /* qilin auto-build status: the dispatcher's latest decision for a model
- * (GET /models/{model}/auto_segment_build/status, spec/rest-api.md and
- * spec/auto-segment-build.md). */
+ * (GET /models/{model}/auto_segment_build/status, docs/design/rest-api.md and
+ * docs/design/auto-segment-build.md). */
 #include "tools/client_int.h"
 
 #include <stdlib.h>
@@ -44,7 +44,7 @@ static const ql_cli_opt_t status_opts[] = {
 static const ql_cli_cmd_t cmds[] = {
     {"status", "--project P MODEL", "Show the dispatcher's latest decision for a model",
      "The state is one of COVERED, COVERED_WITH_WARNING, IN_PROGRESS, BLOCKED, PARTIAL_OVERLAP,\n"
-     "NO_OVERLAP, SUBMITTED or RETRYABLE_FAILURE (spec/auto-segment-build.md),\nwith the "
+     "NO_OVERLAP, SUBMITTED or RETRYABLE_FAILURE (docs/design/auto-segment-build.md),\nwith the "
      "target range of the latest due cycle, the segments it relates to and the reason.",
      "  qilin auto-build status -p sales orders", status_opts, 1, 1, status_run},
 };

@@ -1,5 +1,5 @@
 /*
- * Requests to the Kylin REST API (spec/rest-api.md) with libcurl, and the envelope check.
+ * Requests to the Kylin REST API (docs/design/rest-api.md) with libcurl, and the envelope check.
  *
  * Every answer is judged in one place (judge() below) so all commands agree on exit codes:
  * 2xx with {"code":"000"} is success; an error envelope is the server refusing (exit 1, its

@@ -1,5 +1,6 @@
 /* qilin job list|show|logs|pause|resume|discard|restart (and the group's table; wait and
- * submit are in client_job_wait.c): the /jobs endpoints (spec/rest-api.md, spec/jobs.md). */
+ * submit are in client_job_wait.c): the /jobs endpoints (docs/design/rest-api.md,
+ * docs/design/jobs.md). */
 #include "tools/client_int.h"
 
 #include <stdlib.h>
@@ -8,7 +9,7 @@
 int ql_cli_job_wait_run(ql_cli_t *cli, const ql_cli_args_t *a);
 int ql_cli_job_submit_run(ql_cli_t *cli, const ql_cli_args_t *a);
 
-/* The REST display statuses (spec/jobs.md). */
+/* The REST display statuses (docs/design/jobs.md). */
 static const char *const display_statuses[] = {"PENDING", "RUNNING",   "ERROR", "FINISHED",
                                                "STOPPED", "DISCARDED", NULL};
 
@@ -400,7 +401,7 @@ static const ql_cli_opt_t wait_opts[] = {
 };
 
 #define ACTION_HELP                                                                                \
-    "Allowed states (spec/jobs.md): PAUSE from PENDING or RUNNING; RESUME from ERROR or "          \
+    "Allowed states (docs/design/jobs.md): PAUSE from PENDING or RUNNING; RESUME from ERROR or "   \
     "STOPPED;\nRESTART from RUNNING, ERROR or STOPPED; DISCARD from PENDING, RUNNING, ERROR "      \
     "or STOPPED.\nAny other state is refused by the server (exit 1) (PUT /jobs/status)."
 

@@ -1,4 +1,4 @@
-/* qilin model create|list|status|auto-build: the /models endpoints (spec/rest-api.md). */
+/* qilin model create|list|status|auto-build: the /models endpoints (docs/design/rest-api.md). */
 #include "tools/client_int.h"
 
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* qilin project create|list|config|auto-build: the /projects endpoints (spec/rest-api.md). */
+/* qilin project create|list|config|auto-build: the /projects endpoints (docs/design/rest-api.md).
+ */
 #include "tools/client_int.h"
 
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* qilin segment build|list|merge|refresh|delete: /models/{model}/segments (spec/rest-api.md). */
+/* qilin segment build|list|merge|refresh|delete: /models/{model}/segments
+ * (docs/design/rest-api.md). */
 #include "tools/client_int.h"
 
 #include <stdlib.h>

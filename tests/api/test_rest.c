@@ -1,5 +1,5 @@
 /*
- * The REST API end to end: every endpoint of spec/rest-api.md against the real qilind on
+ * The REST API end to end: every endpoint of docs/design/rest-api.md against the real qilind on
  * 127.0.0.1 (port 0, read back from its "listening on" line), with a fresh data directory per
  * test and libcurl as the client. Waiting is polling with a deadline. The time_filter test
  * writes old jobs straight into the store of the stopped server (the server's clock is the real

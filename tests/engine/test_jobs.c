@@ -1,6 +1,6 @@
 /*
  * The job and step state machines, the actions and the segment effects of job outcomes
- * (spec/jobs.md: States, Actions, Segment effects) against engine/jobs.c on a real store.
+ * (docs/design/jobs.md: States, Actions, Segment effects) against engine/jobs.c on a real store.
  *
  * The legal pairs are written out below from the spec, not read from the code's tables, so a
  * change to either side fails a test. Every test gets a fresh data directory. Jobs are set up
@@ -247,7 +247,7 @@ static void force(const ql_id_t *id, ql_state_t js, const ql_state_t *steps) {
     cr_assert_eq(ql_txn_commit(t), 0);
 }
 
-/* ---- the job transition table (spec/jobs.md, States) ---- */
+/* ---- the job transition table (docs/design/jobs.md, States) ---- */
 
 typedef struct pair {
     ql_state_t from, to;
@@ -368,7 +368,7 @@ Test(job_transition, every_other_pair_is_refused_naming_both_states, .init = set
     cr_assert_not(ql_job_transition_legal(QL_READY, (ql_state_t)42));
 }
 
-/* ---- the step transitions (spec/jobs.md, step states) ---- */
+/* ---- the step transitions (docs/design/jobs.md, step states) ---- */
 
 static const pair_t step_legal[] = {
     /* READY -> RUNNING; READY -> SKIP (a template condition); non-final -> DISCARDED */

@@ -1057,7 +1057,7 @@ Test(template, names) {
     cr_assert_eq(ql_step_kind_parse("Sleep", &k), QL_EINVAL);
 }
 
-/* ---- when: a step's conditions (spec/jobs.md: READY -> SKIP when a template condition
+/* ---- when: a step's conditions (docs/design/jobs.md: READY -> SKIP when a template condition
  * skips it) ---- */
 
 Test(template, when_takes_a_value_or_a_list_per_parameter) {

@@ -1,5 +1,5 @@
 /*
- * Crash recovery (spec/jobs.md, Startup recovery and Orphans): a whole job server process
+ * Crash recovery (docs/design/jobs.md, Startup recovery and Orphans): a whole job server process
  * (tests/scheduler/node_driver.c) is killed with SIGKILL at random moments while it submits and
  * runs jobs, and restarted each time; in the end it runs until every job is final.
  *

@@ -1,7 +1,8 @@
 /*
  * The dispatcher's pure decisions (scheduler/ql_dispatch.h): ql_dispatch_classify for every row
  * of the classification table and of the "Boundary behaviour" table of
- * spec/auto-segment-build.md, and ql_dispatch_eligibility for each skip reason and their order.
+ * docs/design/auto-segment-build.md, and ql_dispatch_eligibility for each skip reason and
+ * their order.
  *
  * The target throughout is one day, [T0, T1); segments are given in the order a caller might
  * pass them, which is deliberately not always sorted (classification must not depend on it).
@@ -14,7 +15,7 @@
 
 #define H 3600000LL
 #define DAY (24 * H)
-/* The seed's worked example: [2026-08-31 00:00, 2026-09-01 00:00) Asia/Shanghai. */
+/* The contract's worked example: [2026-08-31 00:00, 2026-09-01 00:00) Asia/Shanghai. */
 #define T0 1788105600000LL
 #define T1 (T0 + DAY)
 

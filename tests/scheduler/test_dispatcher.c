@@ -5,7 +5,7 @@
  * scans, the metadata generation, the latest decision, logging, and a race with a manual build.
  *
  * Every test gets a fresh temporary store and a virtual clock standing at 2026-09-01 10:00:00
- * Asia/Shanghai (the seed's worked example): the due cycle of a daily model triggered at
+ * Asia/Shanghai (the contract's worked example): the due cycle of a daily model triggered at
  * 01:00:00 with offset 1 is [2026-08-31, 2026-09-01) local. By default the writer is in manual
  * mode and the dispatcher flushes it, so a scan ends inside ql_dispatcher_scan(); tests that
  * need a scan to stay pending flush later themselves or use the threaded writer, and wait on a

@@ -1,8 +1,8 @@
 /*
- * The job engine lock (cluster.md, DefaultScheduler; spec/jobs.md, Job lock): two job servers
- * on one data directory. Server A is a node in a process of its own (tests/scheduler/
- * node_driver.c, spawned on this test's loop); server B is a node in this process. LMDB must
- * not be opened twice by one process, which is why A is a separate process.
+ * The job engine lock (docs/design/cluster.md, DefaultScheduler; docs/design/jobs.md, Job lock):
+ * two job servers on one data directory. Server A is a node in a process of its own
+ * (tests/scheduler/node_driver.c, spawned on this test's loop); server B is a node in this
+ * process. LMDB must not be opened twice by one process, which is why A is a separate process.
  *
  * B starts while A holds the lock: it does not schedule, it says who holds the lock (A's pid),
  * and a job submitted through B is run by A (the step prints its parent's pid: A's). When A
@@ -360,8 +360,8 @@ static bool cond_a_logged(const void *arg) {
 /* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B opens
  * (creates) a new file there, locks it and raises the fencing epoch. A must notice (its lock check,
  * within a second), stop scheduling, and have its step stopped; B recovers the job and runs it. A
- * stays up as a standby. (cluster.md, Fencing: a stale holder's writes are refused, and no two
- * servers run the same job at once.) */
+ * stays up as a standby. (docs/design/cluster.md, Fencing: a stale holder's writes are refused, and
+ * no two servers run the same job at once.) */
 Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
     create_marker_model();
     uint64_t a_epoch = epoch();

@@ -1,6 +1,6 @@
 /*
- * The scheduler (spec/jobs.md, The scheduler) in a real node: a libuv loop, the threaded writer
- * woken by uv_async, the real clock, templates from a YAML file and real shell steps through
+ * The scheduler (docs/design/jobs.md, The scheduler) in a real node: a libuv loop, the threaded
+ * writer woken by uv_async, the real clock, templates from a YAML file and real shell steps through
  * qilin-exec. One test at the end uses the virtual clock, where the exact timing is the point.
  *
  * Waits are conditions with deadlines: the loop is driven (UV_RUN_ONCE, with a 5 ms tick so
@@ -436,8 +436,8 @@ Test(chain, steps_run_in_order_and_each_is_persisted, .fini = teardown) {
     assert_durable_starts();
 }
 
-/* spec/jobs.md: READY -> SKIP when a template condition skips it; a job is SUCCEED when every
- * step is SUCCEED, WARNING or SKIP. Only model "orders" runs the middle step. */
+/* docs/design/jobs.md: READY -> SKIP when a template condition skips it; a job is SUCCEED when
+ * every step is SUCCEED, WARNING or SKIP. Only model "orders" runs the middle step. */
 Test(chain, a_step_whose_when_does_not_hold_is_skipped_and_the_job_succeeds, .fini = teardown) {
     start_node("templates:\n"
                "  INC_BUILD:\n"
@@ -1124,7 +1124,7 @@ Test(virtual_clock, a_stop_waits_for_the_actions_in_flight) {
     vsched_close(&v);
 }
 
-/* ---- fencing (cluster.md): a scheduler whose lock moved on changes nothing ---- */
+/* ---- fencing (docs/design/cluster.md): a scheduler whose lock moved on changes nothing ---- */
 
 static int n_fenced;
 

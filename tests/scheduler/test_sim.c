@@ -340,7 +340,7 @@ static const char refusals[] =
         SEG("ERROR") MODEL("m_paused") SEG("PAUSED") MODEL("m_succeed") SEG("SUCCEED")
             MODEL("m_discarded") SEG("DISCARDED") "steps: []\n";
 
-/* jobs.md, Actions: every action in a state the table does not allow fails the step. */
+/* docs/design/jobs.md, Actions: every action in a state the table does not allow fails the step. */
 Test(sim, refused_actions_fail_the_scenario) {
     ql_sim_scenario_t *sc = load(refusals);
     ql_sim_t *sim;
@@ -524,9 +524,9 @@ Test(sim, shell_steps_need_allow_shell) {
 
 /* ---- a restart with a step in flight ---- */
 
-/* jobs.md, Startup recovery: "resume from the first step that did not succeed". The first step
- * (5 minutes) is done when the process dies in the second (30 minutes): after the restart only
- * the second runs again, so the job ends 30 minutes after the restart, not 35. */
+/* docs/design/jobs.md, Startup recovery: "resume from the first step that did not succeed". The
+ * first step (5 minutes) is done when the process dies in the second (30 minutes): after the
+ * restart only the second runs again, so the job ends 30 minutes after the restart, not 35. */
 Test(sim, restart_with_a_step_in_flight_resumes_from_the_unfinished_step) {
     ql_sim_scenario_t *sc = load(BASE "templates:\n"
                                       "  INC_BUILD:\n"

@@ -1,7 +1,7 @@
 /*
  * Build range normalization (scheduler/ql_submit.h): ql_submit_normalize and its cached variant
  * give the same ranges and the same errors, for every partition format of
- * spec/auto-segment-build.md step 3 in zones with and without DST, and the cache opens each
+ * docs/design/auto-segment-build.md step 3 in zones with and without DST, and the cache opens each
  * ICU format once (its counters), closes the least recently used one when full, and never
  * keeps a pattern that does not compile.
  */

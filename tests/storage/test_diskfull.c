@@ -1,5 +1,5 @@
 /*
- * A full disk (spec/metadata.md, Store: "MDB_MAP_FULL or a full disk fails the write with a
+ * A full disk (docs/design/metadata.md, Store: "MDB_MAP_FULL or a full disk fails the write with a
  * clear error; it never corrupts the store or stops reads").
  *
  * The store lives on a real 2 MiB tmpfs, mounted in a private mount namespace of a forked child

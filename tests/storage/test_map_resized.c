@@ -1,6 +1,6 @@
 /*
- * Two processes sharing a store with different map sizes (cluster.md, Shared metadata). When
- * the one with the larger qilin.storage.map-size grows the data past the other's map, LMDB
+ * Two processes sharing a store with different map sizes (docs/design/cluster.md, Shared metadata).
+ * When the one with the larger qilin.storage.map-size grows the data past the other's map, LMDB
  * answers the other's transactions with MDB_MAP_RESIZED. That must read as what it is, with
  * the fix (QL_EMAPSIZE: same map size everywhere, restart), not as a corrupt store; and a
  * restart with the larger size reads everything.

@@ -1,6 +1,6 @@
 /*
- * A full map (spec/metadata.md, Store: "MDB_MAP_FULL or a full disk fails the write with a clear
- * error; it never corrupts the store or stops reads"), on a store with a 1 MiB map.
+ * A full map (docs/design/metadata.md, Store: "MDB_MAP_FULL or a full disk fails the write with a
+ * clear error; it never corrupts the store or stops reads"), on a store with a 1 MiB map.
  *
  * The writer runs each mutation in a nested transaction and, when one fails, aborts it and goes
  * on with the parent. These tests check that LMDB leaves the parent usable after a nested

@@ -1,6 +1,6 @@
 /*
- * Metadata rules enforced inside the write transaction (spec/metadata.md, "Rules enforced inside
- * the write transaction") and the segment effects of job outcomes (spec/jobs.md).
+ * Metadata rules enforced inside the write transaction (docs/design/metadata.md, "Rules enforced
+ * inside the write transaction") and the segment effects of job outcomes (docs/design/jobs.md).
  *
  * Every submission runs the way the writer runs it: in a nested transaction of a write
  * transaction, aborted when it fails. A failing submission must leave the store byte-for-byte
@@ -533,8 +533,9 @@ Test(meta, delete_under_a_ready_or_running_job_is_locked) {
     ql_test_assert_fsck_clean(store);
 }
 
-/* metadata.md: segments being merged or refreshed cannot be deleted until that job ends, and
- * a PAUSED or ERROR job has not ended. Once it has (DISCARDED here), the delete goes through. */
+/* docs/design/metadata.md: segments being merged or refreshed cannot be deleted until their
+ * job ends, and a PAUSED or ERROR job has not ended. Once it has (DISCARDED here), the delete
+ * goes through. */
 Test(meta, delete_under_a_paused_or_error_job_is_refused_until_it_ends) {
     ql_id_t a = built(0, 100, false), b = built(100, 200, false);
     op_t ra = refresh(&a), rb = refresh(&b);
@@ -732,7 +733,7 @@ Test(meta, duplicates_and_missing_parents) {
     ql_test_assert_fsck_clean(store);
 }
 
-/* ---- fencing tokens (cluster.md, Fencing) ---- */
+/* ---- fencing tokens (docs/design/cluster.md, Fencing) ---- */
 
 Test(meta, fencing_epoch_starts_at_zero_and_each_raise_adds_one) {
     ql_txn_t *t;

@@ -1,6 +1,6 @@
 /*
- * Reader slots of dead processes (cluster.md, Shared metadata: the store is shared by the
- * processes of one host). A process killed inside a read transaction leaves its slot in LMDB's
+ * Reader slots of dead processes (docs/design/cluster.md, Shared metadata: the store is shared by
+ * the processes of one host). A process killed inside a read transaction leaves its slot in LMDB's
  * reader table; while any other process keeps the store open nothing frees it, and its snapshot
  * keeps every page freed since from reuse. ql_store_clear_stale_readers frees such slots.
  *

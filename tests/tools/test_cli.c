@@ -711,7 +711,7 @@ Test(cli, refused_request_exits_1, .init = setup_none, .fini = teardown_fake) {
     json_decref(b);
     run_free(&r);
 
-    /* --timezone moves the wall times: the seed's worked example. */
+    /* --timezone moves the wall times: the contract's worked example. */
     RUN(&r, "segment", "build", "-p", "sales", "-m", "orders", "--start", "2026-08-31", "--end",
         "2026-09-01", "--timezone", "Asia/Shanghai");
     EXPECT_EXIT(&r, 1);
