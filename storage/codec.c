@@ -199,11 +199,86 @@ static int keep_extra(ql_extra_t *extra, const msgpack_object *key, const msgpac
     return 0;
 }
 
+/* How the msgpack type bytes 0xc0..0xdf go on: a fixed payload, a length (bin, str; ext with
+ * one more byte for its type) or a count (array, map; a map's pairs are two elements each) of
+ * `width` bytes, or invalid. The fix* types are decoded inline. */
+enum { MP_FIXED, MP_LEN, MP_EXT, MP_ARRAY, MP_MAP, MP_BAD };
+static const struct {
+    uint8_t how, width; /* width: payload bytes for MP_FIXED, else bytes of the length */
+} mp_wide[32] = {
+    {MP_FIXED, 0},  {MP_BAD, 0},   {MP_FIXED, 0}, {MP_FIXED, 0}, /* nil, -, false, true */
+    {MP_LEN, 1},    {MP_LEN, 2},   {MP_LEN, 4},                  /* bin 8/16/32 */
+    {MP_EXT, 1},    {MP_EXT, 2},   {MP_EXT, 4},                  /* ext 8/16/32 */
+    {MP_FIXED, 4},  {MP_FIXED, 8},                               /* float 32/64 */
+    {MP_FIXED, 1},  {MP_FIXED, 2}, {MP_FIXED, 4}, {MP_FIXED, 8}, /* uint 8..64 */
+    {MP_FIXED, 1},  {MP_FIXED, 2}, {MP_FIXED, 4}, {MP_FIXED, 8}, /* int 8..64 */
+    {MP_FIXED, 2},  {MP_FIXED, 3}, {MP_FIXED, 5}, {MP_FIXED, 9}, /* fixext 1/2/4/8 */
+    {MP_FIXED, 17},                                              /* fixext 16 */
+    {MP_LEN, 1},    {MP_LEN, 2},   {MP_LEN, 4},                  /* str 8/16/32 */
+    {MP_ARRAY, 2},  {MP_ARRAY, 4}, {MP_MAP, 2},   {MP_MAP, 4},   /* array, map 16/32 */
+};
+
+/*
+ * msgpack-c allocates an array's or a map's objects for the count in its header before reading
+ * a single element, so five corrupt bytes (a map32 claiming 2^32 - 1 pairs) ask the allocator
+ * for 128 GB. This walks the value without building it and refuses any container that claims
+ * more elements than bytes remain (every element takes at least one), which bounds what
+ * msgpack_unpack then allocates by the input's size. One linear pass, no allocation.
+ */
+int ql_codec_check_counts(const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    size_t off = 0;
+    uint64_t pending = 1; /* values still to read, each at least one byte */
+    while (pending) {
+        if (off >= len)
+            return QL_ECORRUPT;
+        pending--;
+        uint8_t t = p[off++];
+        uint64_t payload = 0, elems = 0;
+        if (t <= 0x7f || t >= 0xe0) {
+            /* positive or negative fixint: the type byte is the whole value */
+        } else if (t <= 0x8f) {
+            elems = 2u * (t & 0x0f);
+        } else if (t <= 0x9f) {
+            elems = t & 0x0f;
+        } else if (t <= 0xbf) {
+            payload = t & 0x1f;
+        } else {
+            unsigned how = mp_wide[t - 0xc0].how, width = mp_wide[t - 0xc0].width;
+            if (how == MP_BAD)
+                return QL_ECORRUPT;
+            if (how == MP_FIXED) {
+                payload = width;
+            } else {
+                if (width > len - off)
+                    return QL_ECORRUPT;
+                uint64_t n = 0;
+                for (unsigned i = 0; i < width; i++)
+                    n = n << 8 | p[off + i];
+                off += width;
+                if (how == MP_ARRAY || how == MP_MAP)
+                    elems = how == MP_MAP ? 2 * n : n;
+                else
+                    payload = how == MP_EXT ? n + 1 : n;
+            }
+        }
+        if (payload > len - off)
+            return QL_ECORRUPT;
+        off += payload;
+        if (pending > len - off || elems > len - off - pending)
+            return QL_ECORRUPT;
+        pending += elems;
+    }
+    return 0;
+}
+
 int ql_codec_decode(msgpack_zone *zone, const void *buf, size_t len, ql_codec_field_fn field,
                     void *arg, ql_extra_t *extra) {
     msgpack_object obj;
     size_t off = 0;
     msgpack_zone_clear(zone);
+    if (ql_codec_check_counts(buf, len))
+        return QL_ECORRUPT;
     msgpack_unpack_return r = msgpack_unpack(buf, len, &off, zone, &obj);
     if (r != MSGPACK_UNPACK_SUCCESS || obj.type != MSGPACK_OBJECT_MAP)
         return QL_ECORRUPT;

@@ -22,6 +22,11 @@ void ql_codec_bin(msgpack_packer *pk, const char *key, const void *data, size_t 
 void ql_codec_id(msgpack_packer *pk, const char *key, const ql_id_t *id);
 void ql_codec_strmap(msgpack_packer *pk, const char *key, const ql_strmap_t *m);
 
+/* 0 when buf holds one complete msgpack value whose arrays and maps claim no more elements
+ * than bytes remain, else QL_ECORRUPT; ql_codec_decode checks it before msgpack_unpack, whose
+ * allocation follows those counts. */
+int ql_codec_check_counts(const void *buf, size_t len);
+
 /* Calls field(key, value, arg) for every pair of the record map in buf, decoding with zone
  * (cleared first; reuse one zone across calls to avoid allocating). field returns 1 when it
  * knew the key, 0 to have the pair kept in extra (when extra is not NULL), or a negative

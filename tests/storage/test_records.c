@@ -7,9 +7,13 @@
 #include "storage/ql_records.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <msgpack.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static ql_id_t make_id(uint8_t seed) {
     ql_id_t id;
@@ -522,6 +526,77 @@ Test(records, garbage_is_ecorrupt) {
         msgpack_sbuffer_destroy(&sb);
     }
     ql_buf_free(&buf);
+}
+
+/* The address space this process maps now, in bytes (/proc/self/statm's first field). */
+static size_t mapped_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/*
+ * A corrupt value whose array or map header claims billions of elements (found by
+ * fuzz_records): msgpack-c allocates the objects for the claimed count before reading any, so
+ * five bytes asked for up to 128 GB. The address space is capped 256 MB above what the test
+ * maps already, so such a request fails with ENOMEM (where the system would otherwise hand out
+ * untouched virtual memory and hide it); the decoders must refuse without asking at all.
+ */
+Test(records, huge_claimed_count_is_ecorrupt_without_allocating) {
+    static const struct {
+        const char *what;
+        uint8_t bytes[16];
+        size_t len;
+    } inputs[] = {
+        {"map32 of 2^32-1 pairs", {0xdf, 0xff, 0xff, 0xff, 0xff}, 5},
+        {"array32 of 2^31 items", {0xdd, 0x80, 0x00, 0x00, 0x00}, 5},
+        /* {"v": 1, "name": [2^30 items]}: nested, after a valid field. */
+        {"nested array32",
+         {0x82, 0xa1, 'v', 0x01, 0xa4, 'n', 'a', 'm', 'e', 0xdd, 0x40, 0x00, 0x00, 0x00},
+         14},
+    };
+    struct rlimit old, capped;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+    capped = old;
+    capped.rlim_cur = mapped_bytes() + ((rlim_t)256 << 20);
+    cr_assert_eq(setrlimit(RLIMIT_AS, &capped), 0);
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        const void *b = inputs[i].bytes;
+        size_t n = inputs[i].len;
+        ql_project_t p;
+        ql_model_t m;
+        ql_segment_t s;
+        ql_job_t j;
+        ql_step_t st;
+        int rc[5];
+        errno = 0;
+        rc[0] = ql_project_decode(b, n, QL_DECODE_KEEP_EXTRA, &p);
+        rc[1] = ql_model_decode(b, n, QL_DECODE_KEEP_EXTRA, &m);
+        rc[2] = ql_segment_decode(b, n, QL_DECODE_KEEP_EXTRA, &s);
+        rc[3] = ql_job_decode(b, n, QL_DECODE_KEEP_EXTRA, &j);
+        rc[4] = ql_step_decode(b, n, QL_DECODE_KEEP_EXTRA, &st);
+        int saved = errno;
+        for (int k = 0; k < 5; k++)
+            cr_expect_eq(rc[k], QL_ECORRUPT, "%s: decoder %d: %d", inputs[i].what, k, rc[k]);
+        cr_expect_neq(saved, ENOMEM, "%s: an allocation failed, sized by the claimed count",
+                      inputs[i].what);
+    }
+    /* A record whose counts fit its bytes still decodes under the cap. */
+    ql_project_t p = {0};
+    strcpy(p.name, "p1");
+    cr_assert_eq(ql_strmap_set(&p.config, "kylin.web.timezone", "UTC"), 0);
+    ql_buf_t buf = {0};
+    cr_assert_eq(ql_project_encode(&p, &buf), 0);
+    ql_project_t q;
+    cr_assert_eq(ql_project_decode(buf.data, buf.len, 0, &q), 0);
+    cr_assert_eq(q.config.n, 1);
+    ql_project_free(&q);
+    ql_project_free(&p);
+    ql_buf_free(&buf);
+    cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
 }
 
 /* ---- ids ---- */
