@@ -87,6 +87,13 @@ void ql_codec_strmap(msgpack_packer *pk, const char *key, const ql_strmap_t *m) 
     }
 }
 
+/* The encoders write C strings, so a stored string never holds a NUL: one that does is corrupt,
+ * and accepting it would cut it short at the NUL for every reader and on the next rewrite
+ * (a name "a\0b" read as "a"; two map keys "a\0x" and "a\0y" merged into one). */
+static bool has_nul(const msgpack_object *v) {
+    return v->via.str.size && memchr(v->via.str.ptr, '\0', v->via.str.size) != NULL;
+}
+
 char *ql_codec_strdup(const msgpack_object *v) {
     char *s = malloc(v->via.str.size + 1);
     if (s) {
@@ -102,7 +109,7 @@ int ql_codec_get_str(const msgpack_object *v, char *dst, size_t cap) {
         dst[0] = '\0';
         return 0;
     }
-    if (v->type != MSGPACK_OBJECT_STR || v->via.str.size >= cap)
+    if (v->type != MSGPACK_OBJECT_STR || v->via.str.size >= cap || has_nul(v))
         return QL_ECORRUPT;
     memcpy(dst, v->via.str.ptr, v->via.str.size);
     dst[v->via.str.size] = '\0';
@@ -114,7 +121,7 @@ int ql_codec_get_strdup(const msgpack_object *v, char **dst) {
     *dst = NULL;
     if (v->type == MSGPACK_OBJECT_NIL)
         return 0;
-    if (v->type != MSGPACK_OBJECT_STR)
+    if (v->type != MSGPACK_OBJECT_STR || has_nul(v))
         return QL_ECORRUPT;
     *dst = ql_codec_strdup(v);
     return *dst ? 0 : UV_ENOMEM;
@@ -172,7 +179,8 @@ int ql_codec_get_strmap(const msgpack_object *v, ql_strmap_t *dst) {
         return QL_ECORRUPT;
     for (uint32_t i = 0; i < v->via.map.size; i++) {
         const msgpack_object *k = &v->via.map.ptr[i].key, *val = &v->via.map.ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR)
+        if (k->type != MSGPACK_OBJECT_STR || val->type != MSGPACK_OBJECT_STR || has_nul(k) ||
+            has_nul(val))
             return QL_ECORRUPT;
         char *ks = ql_codec_strdup(k);
         char *vs = ql_codec_strdup(val);

@@ -599,6 +599,58 @@ Test(records, huge_claimed_count_is_ecorrupt_without_allocating) {
     cr_assert_eq(setrlimit(RLIMIT_AS, &old), 0);
 }
 
+/* Packs {"v": 1, key: <len bytes at val>} (or, with in_map, {"v": 1, key: {<val>: "1"}}). */
+static void pack_nul_record(msgpack_sbuffer *sb, const char *key, const char *val, size_t len,
+                            bool in_map) {
+    msgpack_packer pk;
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 2);
+    pack_str(&pk, "v");
+    msgpack_pack_int(&pk, QL_RECORD_VERSION);
+    pack_str(&pk, key);
+    if (in_map)
+        msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, val, len);
+    if (in_map)
+        pack_str(&pk, "1");
+}
+
+/*
+ * A stored string holding a NUL (found by fuzz_records): the encoders write C strings, so no
+ * build writes one, and accepting it cut the string at the NUL for every reader and changed
+ * it on the next rewrite ("a\0b" decoded, encoded back as "a"). It is a corrupt record.
+ */
+Test(records, string_with_nul_is_ecorrupt) {
+    msgpack_sbuffer sb;
+    ql_project_t p;
+    ql_job_t j;
+    ql_step_t st;
+
+    pack_nul_record(&sb, "name", "a\0b", 3, false); /* fixed-size field */
+    cr_expect_eq(ql_project_decode(sb.data, sb.size, 0, &p), QL_ECORRUPT, "project name");
+    msgpack_sbuffer_destroy(&sb);
+    pack_nul_record(&sb, "description", "sales\0", 6, false); /* heap string */
+    cr_expect_eq(ql_project_decode(sb.data, sb.size, 0, &p), QL_ECORRUPT, "description");
+    msgpack_sbuffer_destroy(&sb);
+    pack_nul_record(&sb, "config", "kylin.web.timezone\0x", 20, true); /* map key */
+    cr_expect_eq(ql_project_decode(sb.data, sb.size, 0, &p), QL_ECORRUPT, "config key");
+    msgpack_sbuffer_destroy(&sb);
+    pack_nul_record(&sb, "type", "INC_BUILD\0!", 11, false);
+    cr_expect_eq(ql_job_decode(sb.data, sb.size, 0, &j), QL_ECORRUPT, "job type");
+    msgpack_sbuffer_destroy(&sb);
+    pack_nul_record(&sb, "failed_msg", "\0", 1, false);
+    cr_expect_eq(ql_step_decode(sb.data, sb.size, 0, &st), QL_ECORRUPT, "failed_msg");
+    msgpack_sbuffer_destroy(&sb);
+
+    /* The same strings without the NUL decode. */
+    pack_nul_record(&sb, "config", "kylin.web.timezone", 18, true);
+    cr_assert_eq(ql_project_decode(sb.data, sb.size, 0, &p), 0);
+    cr_assert_str_eq(p.config.items[0].key, "kylin.web.timezone");
+    ql_project_free(&p);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 /* ---- ids ---- */
 
 Test(records, id_format_and_parse) {
