@@ -26,7 +26,7 @@ export QL_NAMES='auto-segment-build|jobs|metadata|rest-api|scenarios|cluster|mul
 export QL_OLD='(?<![A-Za-z0-9_./-])(?:\.\./)*s[p]ec/('"$QL_NAMES"')\.md\b'
 export QL_BARE='(?<![A-Za-z0-9_./-])('"$QL_NAMES"')\.md\b'
 
-mapfile -d '' files < <(git ls-files -z -- . ':!:docs/design/' ':!:scripts/fix-design-citations.sh')
+mapfile -d '' files < <(git ls-files -z -- . ':!:docs/design/' ':!:scripts/fix-design-citations.sh' ':!:tests/fuzz/corpus/')
 
 changed=()
 for f in "${files[@]}"; do
