@@ -4,16 +4,18 @@
  * DESIGN. A ql_proc_t is one step process, spawned with uv_spawn() on the loop thread through
  * the qilin-exec helper (tools/qilin-exec.c), which arms PR_SET_PDEATHSIG and then execs the
  * step's argv without a shell. Every function here except ql_proc_spec_init(),
- * ql_proc_kill_group(), ql_proc_classify() and ql_proc_stop_reason_name() must be called on the
- * loop's thread; those four are thread-safe.
+ * ql_proc_kill_group(), ql_proc_classify(), ql_proc_stop_reason_name() and those of Markers
+ * (below, engine/proc_sweep.c) must be called on the loop's thread; those are thread-safe.
  *
  * Process group. The step runs in a new session (UV_PROCESS_DETACHED), so its process group id
  * is its pid, and everything it forks stays in that group unless it calls setsid() itself.
  * Stopping signals the whole group: SIGTERM, then SIGKILL after the grace period. The job runner
- * records the pgid in the store as soon as ql_proc_spawn() returns, so that startup recovery can
- * ql_proc_kill_group() what a crashed server left behind. When a step completes, whatever is
- * still in its group is SIGKILLed: the runner forgets the pgid then, and nothing could clean
- * such leftovers up later (a step that wants a daemon to outlive it must setsid() it).
+ * records the pgid (with its leader's identity, ql_proc_ident_of()) in the store after
+ * ql_proc_spawn() returns; what a crashed server left behind is found by the try's marker,
+ * committed before the spawn, and by that group (see Markers below). When a step completes,
+ * whatever is still in its group is SIGKILLed: the runner forgets the pgid then, and nothing
+ * could clean such leftovers up later (a step that wants a daemon to outlive it must setsid()
+ * it; a step that is stopped instead loses those too, by its marker).
  *
  * Output. stdout and stderr share one pipe, as with `2>&1` (Kylin's redirectErrorStream), so
  * the log keeps the order the step wrote them in. Every byte goes to the log file (appended,
