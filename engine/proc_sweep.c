@@ -17,6 +17,7 @@
  * interrupted steps does not multiply the scan.
  */
 #include "engine/ql_proc.h"
+#include "storage/ql_procinfo.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -110,41 +111,14 @@ int ql_proc_boot_id(char out[QL_PROC_BOOT_ID_LEN + 1]) {
     return 0;
 }
 
-/* Field 22 of /proc/PID/stat. The command (field 2) may hold spaces and ')': count the fields
- * from the last ')'. */
-static int start_time(pid_t pid, uint64_t *out) {
-    char path[32], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    ssize_t n = read_small(AT_FDCWD, path, buf, sizeof buf);
-    if (n < 0)
-        return n == UV_ENOENT ? UV_ESRCH : (int)n;
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return UV_EIO;
-    p++;
-    /* After ')': field 3 (state) is the first; field 22 is the 20th. */
-    for (int field = 3; field < 22; field++) {
-        while (*p == ' ')
-            p++;
-        while (*p && *p != ' ')
-            p++;
-        if (!*p)
-            return UV_EIO;
-    }
-    char *end;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (end == p)
-        return UV_EIO;
-    *out = v;
-    return 0;
-}
-
 int ql_proc_ident_of(pid_t pid, ql_proc_ident_t *out) {
     memset(out, 0, sizeof *out);
     if (pid <= 0)
         return UV_EINVAL;
     out->pgid = pid;
-    int rc = start_time(pid, &out->start);
+    ql_proc_info_t info;
+    int rc = ql_proc_info(pid, &info);
+    out->start = rc ? 0 : info.start;
     if (!rc)
         rc = ql_proc_boot_id(out->boot_id);
     return rc;
@@ -167,15 +141,15 @@ int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
         *fate = QL_PROC_GROUP_LEADER_GONE;
         return 0;
     }
-    uint64_t start;
-    int rc = start_time(id->pgid, &start);
+    ql_proc_info_t info;
+    int rc = ql_proc_info(id->pgid, &info);
     if (rc == UV_ESRCH) {
         *fate = QL_PROC_GROUP_LEADER_GONE;
         return 0;
     }
     if (rc)
         return rc;
-    if (start != id->start) {
+    if (info.start != id->start) {
         *fate = QL_PROC_GROUP_PID_REUSED;
         return 0;
     }
