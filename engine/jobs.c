@@ -144,6 +144,14 @@ int ql_job_set_state(ql_txn_t *txn, ql_job_t *job, ql_state_t to, bool warned, i
     return 0;
 }
 
+/* A try that is over has no processes to find: its group and marker go with it. */
+static void step_forget_processes(ql_step_t *step) {
+    step->pgid = 0;
+    step->pg_start = 0;
+    step->token[0] = '\0';
+    step->boot_id[0] = '\0';
+}
+
 int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now, ql_err_t *err) {
     char id[QL_ID_STR_LEN + 8];
     ql_step_id_format(&step->job, step->seq, id);
@@ -154,14 +162,14 @@ int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now
         step->start_time = now;
         step->end_time = 0;
     } else if (to == QL_READY) {
-        step->pgid = 0;
+        step_forget_processes(step);
         if (step->state != QL_ERROR && step->state != QL_RUNNING) {
             step->start_time = 0;
             step->end_time = 0;
         }
     } else {
         step->end_time = now;
-        step->pgid = 0;
+        step_forget_processes(step);
     }
     step->state = to;
     int rc = ql_step_put(txn, step);
@@ -188,16 +196,18 @@ static int for_steps(ql_txn_t *txn, const ql_job_t *job, step_fn fn, void *arg, 
     return 0;
 }
 
+typedef struct recover_cb {
+    void (*on_step)(const ql_step_t *step, void *arg);
+    void *arg;
+} recover_cb_t;
+
 static int step_running_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now,
                                  ql_err_t *err) {
-    void (*on_pgid)(int, void *) = NULL;
-    void **a = arg;
-    if (a)
-        on_pgid = (void (*)(int, void *))a[0];
+    const recover_cb_t *cb = arg;
     if (s->state != QL_RUNNING && s->state != QL_PENDING)
         return 0;
-    if (on_pgid && s->pgid > 0)
-        on_pgid(s->pgid, a[1]);
+    if (cb && cb->on_step)
+        cb->on_step(s, cb->arg);
     return ql_step_set_state(txn, s, QL_READY, now, err);
 }
 
@@ -356,8 +366,8 @@ static int collect_ids(const ql_job_t *j, void *arg) {
     return 0;
 }
 
-int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_pgid)(int pgid, void *arg), void *arg,
-                    uint64_t *n, ql_err_t *err) {
+int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_step)(const ql_step_t *step, void *arg),
+                    void *arg, uint64_t *n, ql_err_t *err) {
     idlist_t l = {0};
     *n = 0;
     int rc = ql_job_foreach_state(txn, QL_RUNNING, collect_ids, &l);
@@ -367,14 +377,14 @@ int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_pgid)(int pgid, void *
         free(l.ids);
         return ql_err_set(err, rc, "cannot list interrupted jobs: %s", ql_strerror(rc));
     }
-    void *cb[2] = {(void *)on_pgid, arg};
+    recover_cb_t cb = {on_step, arg};
     for (size_t i = 0; i < l.n && !rc; i++) {
         ql_job_t job;
         if ((rc = ql_job_get(txn, &l.ids[i], QL_DECODE_KEEP_EXTRA, &job))) {
             rc = ql_err_set(err, rc, "cannot read a job: %s", ql_strerror(rc));
             break;
         }
-        rc = for_steps(txn, &job, step_running_to_ready, on_pgid ? cb : NULL, now, err);
+        rc = for_steps(txn, &job, step_running_to_ready, &cb, now, err);
         if (!rc)
             rc = ql_job_set_state(txn, &job, QL_READY, false, now, err);
         ql_job_free(&job);

@@ -60,10 +60,12 @@ int ql_job_force_finish(ql_txn_t *txn, const ql_id_t *job, ql_state_t outcome, b
                         int64_t now, ql_err_t *err);
 
 /* Startup recovery: every RUNNING or PENDING job goes back to READY, and its RUNNING steps to
- * READY. Calls on_pgid for each recorded process group of a step that was running (may be
- * NULL) so the caller can kill what is left. *n gets the number of jobs recovered. */
-int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_pgid)(int pgid, void *arg), void *arg,
-                    uint64_t *n, ql_err_t *err);
+ * READY. Calls on_step (may be NULL) with each RUNNING or PENDING step as it was read, before
+ * it is put back (its pgid, pg_start, boot_id and token still set; the step is borrowed for the
+ * call), so the caller can kill what is left of the try; the caller must have done so before it
+ * commits txn (see ql_proc.h, Markers). *n gets the number of jobs recovered. */
+int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_step)(const ql_step_t *step, void *arg),
+                    void *arg, uint64_t *n, ql_err_t *err);
 
 /*
  * The encoded step definitions of a new job: the chain of `type` in template set `set` of

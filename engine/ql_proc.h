@@ -4,16 +4,18 @@
  * DESIGN. A ql_proc_t is one step process, spawned with uv_spawn() on the loop thread through
  * the qilin-exec helper (tools/qilin-exec.c), which arms PR_SET_PDEATHSIG and then execs the
  * step's argv without a shell. Every function here except ql_proc_spec_init(),
- * ql_proc_kill_group(), ql_proc_classify() and ql_proc_stop_reason_name() must be called on the
- * loop's thread; those four are thread-safe.
+ * ql_proc_kill_group(), ql_proc_classify(), ql_proc_stop_reason_name() and those of Markers
+ * (below, engine/proc_sweep.c) must be called on the loop's thread; those are thread-safe.
  *
  * Process group. The step runs in a new session (UV_PROCESS_DETACHED), so its process group id
  * is its pid, and everything it forks stays in that group unless it calls setsid() itself.
  * Stopping signals the whole group: SIGTERM, then SIGKILL after the grace period. The job runner
- * records the pgid in the store as soon as ql_proc_spawn() returns, so that startup recovery can
- * ql_proc_kill_group() what a crashed server left behind. When a step completes, whatever is
- * still in its group is SIGKILLed: the runner forgets the pgid then, and nothing could clean
- * such leftovers up later (a step that wants a daemon to outlive it must setsid() it).
+ * records the pgid (with its leader's identity, ql_proc_ident_of()) in the store after
+ * ql_proc_spawn() returns; what a crashed server left behind is found by the try's marker,
+ * committed before the spawn, and by that group (see Markers below). When a step completes,
+ * whatever is still in its group is SIGKILLed: the runner forgets the pgid then, and nothing
+ * could clean such leftovers up later (a step that wants a daemon to outlive it must setsid()
+ * it; a step that is stopped instead loses those too, by its marker).
  *
  * Output. stdout and stderr share one pipe, as with `2>&1` (Kylin's redirectErrorStream), so
  * the log keeps the order the step wrote them in. Every byte goes to the log file (appended,
@@ -163,15 +165,114 @@ int ql_proc_stop(ql_proc_t *proc, ql_proc_stop_reason_t reason);
 void ql_proc_close(ql_proc_t *proc, ql_proc_close_cb close_cb);
 
 /*
- * Startup recovery: SIGKILLs the process group pgid recorded by a server that crashed. Returns 0
- * also when the group no longer exists (ESRCH), UV_EINVAL for pgid <= 1 or the caller's own
- * group (kill(-1) would hit every process), or the UV_E* code of kill(). Thread-safe.
+ * SIGKILLs the process group pgid, unchecked. Returns 0 also when the group no longer exists
+ * (ESRCH), UV_EINVAL for pgid <= 1 or the caller's own group (kill(-1) would hit every process),
+ * or the UV_E* code of kill(). Thread-safe.
  *
- * A group id is a pid: once the whole recorded group is gone the number may be reused, and a new
- * process that happens to lead a group with that id would be killed. The window is small
- * (recovery runs right after startup) but real; the caller should not keep pgids longer.
+ * A group id is a pid: once the whole group is gone the number may be reused, and a new process
+ * leading a group with that id would be killed. Recovery therefore uses
+ * ql_proc_kill_group_checked() with an identity recorded at spawn instead.
  */
 int ql_proc_kill_group(pid_t pgid);
+
+/*
+ * Markers. What makes "an interrupted step's processes are gone before its next try starts"
+ * hold at every instant, whatever moment the server dies at:
+ *   - Every try of a step gets a random token (ql_proc_token_new(), 128 bits), committed in the
+ *     store in the same transaction that marks the step RUNNING, that is BEFORE the process is
+ *     spawned. The step gets it in its environment as QL_PROC_TOKEN_ENV, and every descendant
+ *     inherits it, also one that left the process group (setsid) or was reparented.
+ *   - Recovery collects the tokens of every interrupted try into a ql_proc_tokens_t and
+ *     ql_proc_kill_tokens() SIGKILLs every live process of the server's user whose environment
+ *     (/proc/PID/environ) holds one, scanning /proc again until a scan finds none, before the
+ *     recovery is committed and so before any interrupted step may start again.
+ *   - The process group is still recorded after spawn (with the leader's start time and the
+ *     boot id, ql_proc_ident_of()), and ql_proc_kill_group_checked() kills it only when the
+ *     leader is provably the one recorded: a reused pid has another start time, a reboot
+ *     another boot id (and the processes died with the machine).
+ * A gap the marker cannot close: a process that wiped or replaced its environment (env -i,
+ * execve with a new one) carries no token; it is still killed with its group while the group's
+ * leader lives, and PR_SET_PDEATHSIG still kills the step itself. A process whose environment
+ * the server may not read (another user's, a setuid or non-dumpable one) is skipped too.
+ */
+#define QL_PROC_TOKEN_ENV "QILIN_STEP_TOKEN"
+#define QL_PROC_TOKEN_LEN 32   /* hex digits */
+#define QL_PROC_BOOT_ID_LEN 36 /* a UUID */
+
+/* Fills out with a new random token: QL_PROC_TOKEN_LEN lowercase hex digits and a NUL.
+ * Returns 0 or UV_EIO when the random source cannot be initialised. Thread-safe. */
+int ql_proc_token_new(char out[QL_PROC_TOKEN_LEN + 1]);
+/* Whether s is exactly QL_PROC_TOKEN_LEN hex digits. Thread-safe. */
+bool ql_proc_token_valid(const char *s);
+
+/* Who a process group's leader is, beyond its number. */
+typedef struct ql_proc_ident {
+    pid_t pgid;                            /* the leader's pid == the group id */
+    uint64_t start;                        /* its start time, clock ticks after boot */
+    char boot_id[QL_PROC_BOOT_ID_LEN + 1]; /* the boot it started in */
+} ql_proc_ident_t;
+
+/* Reads pid's start time (/proc/PID/stat field 22) and the boot id into *out (pgid = pid).
+ * Returns 0, UV_ESRCH when pid does not exist, or another UV_E* code. Thread-safe. */
+int ql_proc_ident_of(pid_t pid, ql_proc_ident_t *out);
+
+/* The machine's boot id (/proc/sys/kernel/random/boot_id) into out. Returns 0 or UV_E*. */
+int ql_proc_boot_id(char out[QL_PROC_BOOT_ID_LEN + 1]);
+
+/* What ql_proc_kill_group_checked() did with a recorded group. */
+typedef enum ql_proc_group_fate {
+    QL_PROC_GROUP_KILLED = 0,  /* the leader was the recorded one: the group was SIGKILLed */
+    QL_PROC_GROUP_UNRECORDED,  /* no start time or boot id was recorded: not provable */
+    QL_PROC_GROUP_REBOOTED,    /* another boot: the processes died with the machine */
+    QL_PROC_GROUP_LEADER_GONE, /* no process has the number: the marker must find the rest */
+    QL_PROC_GROUP_PID_REUSED,  /* the number is another process's now */
+} ql_proc_group_fate_t;
+
+/*
+ * SIGKILLs the process group id->pgid only when it is provably the recorded one: its leader
+ * lives with the recorded start time, in the recorded boot; boot_id is the current one
+ * (ql_proc_boot_id(), read once for many groups). *fate says what was done. Returns 0 (also when
+ * the group was left alone), UV_EINVAL for pgid <= 1 or the caller's own group, or the UV_E*
+ * code of reading /proc or of kill(). A group whose leader is gone is left to
+ * ql_proc_kill_tokens(): its number cannot be proved to be the step's. Thread-safe.
+ */
+int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
+                               ql_proc_group_fate_t *fate);
+/* "killed", "not recorded", "the machine has rebooted since", "its leader is gone", "the pid
+ * belongs to another process" (static). */
+const char *ql_proc_group_fate_name(ql_proc_group_fate_t fate);
+
+/* A set of tokens (owned by the caller; not thread-safe, read-only use is). */
+typedef struct ql_proc_tokens ql_proc_tokens_t;
+
+/* A new empty set in *out, to be freed with ql_proc_tokens_free(). Returns 0 or UV_ENOMEM. */
+int ql_proc_tokens_new(ql_proc_tokens_t **out);
+/* Adds token (borrowed; copied). Returns 0, UV_EINVAL when it is not a token, UV_ENOMEM. */
+int ql_proc_tokens_add(ql_proc_tokens_t *set, const char *token);
+size_t ql_proc_tokens_count(const ql_proc_tokens_t *set);
+void ql_proc_tokens_free(ql_proc_tokens_t *set);
+
+/* What a sweep did. */
+typedef struct ql_proc_sweep {
+    unsigned scans;      /* passes over /proc */
+    unsigned examined;   /* environments read in the first pass */
+    unsigned killed;     /* SIGKILLs sent (one still exiting at the next pass counts again) */
+    unsigned unreadable; /* processes of the user whose environment could not be read */
+} ql_proc_sweep_t;
+
+/* Passes over /proc before a sweep gives up, each one after a 1 ms pause. */
+#define QL_PROC_SWEEP_MAX_SCANS 500
+
+/*
+ * SIGKILLs every live process of the caller's effective uid (but the caller) whose environment
+ * holds QL_PROC_TOKEN_ENV=<a token of set>, then scans again, until a scan finds none. A zombie
+ * has no environment left and is not counted: it has stopped running. One scan serves the whole
+ * set, so its cost is one read of the environment per process of the user, whatever the number
+ * of tokens. Returns 0 when none is left, UV_EBUSY when some were still found after
+ * QL_PROC_SWEEP_MAX_SCANS scans, or the UV_E* code of opening /proc. stats may be NULL.
+ * Thread-safe (it reads the set only).
+ */
+int ql_proc_kill_tokens(const ql_proc_tokens_t *set, ql_proc_sweep_t *stats);
 
 typedef enum ql_proc_outcome {
     QL_PROC_SUCCEED = 0,

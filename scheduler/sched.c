@@ -265,10 +265,16 @@ static void submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
 /* ---- pick ---- */
 
 /* Copies the def of step st (read by the caller, updated in place) into the run and marks it
- * RUNNING (one more attempt). */
+ * RUNNING (one more attempt). A shell step's try gets its marker here, in the transaction that
+ * makes it RUNNING, so that it is durable before the process exists (ql_proc.h, Markers); a
+ * mutation run again draws a new one, and the run keeps the one that was committed. Simulated
+ * steps start no process and get none. */
 static int begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err) {
     st->attempts++;
     st->retry_at = 0;
+    st->token[0] = '\0';
+    if (!r->s->opts.virtual_steps && strcmp(st->kind, "shell") == 0 && ql_proc_token_new(st->token))
+        return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
     int rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
     if (!rc) {
         free(r->def_bytes);
@@ -280,6 +286,7 @@ static int begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, q
             memcpy(r->def_bytes, st->def, st->def_len);
         r->seq = st->seq;
         r->attempt = st->attempts;
+        memcpy(r->token, st->token, sizeof r->token);
     }
     return rc;
 }
@@ -1165,29 +1172,98 @@ static void watch_runs(ql_sched_t *s) {
 
 /* ---- recovery ---- */
 
+/*
+ * What a crashed server's tries left behind is killed inside the recovery transaction, before
+ * its commit puts the steps back to READY: until that commit no interrupted step can run again,
+ * and a crash before it leaves them RUNNING with their markers for the next start to sweep
+ * (ql_proc.h, Markers). A recovery that cannot prove them gone fails, and with it the holding
+ * (the node tries again later): a step running beside its own next try is the worse outcome.
+ */
 typedef struct {
     ql_sched_t *s;
     uint64_t n;
+    ql_proc_tokens_t *tokens;
+    char boot_id[QL_PROC_BOOT_ID_LEN + 1];
+    unsigned groups, groups_left;
+    int rc; /* the first error collecting markers */
 } recover_t;
 
-static void kill_pgid(int pgid, void *arg) {
-    recover_t *rc = arg;
-    ql_proc_kill_group(pgid);
-    ql_log(rc->s->opts.log, QL_LOG_INFO, "scheduler",
-           "killed the process group of an interrupted step pgid=%d", pgid);
+static void recover_step(const ql_step_t *st, void *arg) {
+    recover_t *r = arg;
+    char sid[QL_ID_STR_LEN + 8];
+    if (st->token[0]) {
+        int rc = ql_proc_tokens_add(r->tokens, st->token);
+        if (rc && !r->rc)
+            r->rc = rc;
+    }
+    if (st->pgid <= 0)
+        return;
+    ql_proc_ident_t id = {.pgid = st->pgid, .start = st->pg_start};
+    memcpy(id.boot_id, st->boot_id, sizeof id.boot_id);
+    ql_proc_group_fate_t fate;
+    int rc = ql_proc_kill_group_checked(&id, r->boot_id, &fate);
+    ql_step_id_format(&st->job, st->seq, sid);
+    if (rc == 0 && fate == QL_PROC_GROUP_KILLED) {
+        r->groups++;
+        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+               "killed the process group of an interrupted step step=%s pgid=%d", sid, st->pgid);
+        return;
+    }
+    r->groups_left++;
+    /* A group whose leader died with the server is the usual case, counted in the summary; a
+     * number that now names someone else is worth a line. */
+    if (rc || fate != QL_PROC_GROUP_LEADER_GONE)
+        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+               "left the recorded process group of an interrupted step alone step=%s pgid=%d "
+               "reason=\"%s\"",
+               sid, st->pgid, rc ? ql_strerror(rc) : ql_proc_group_fate_name(fate));
 }
 
 static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     recover_t *r = arg;
+    /* This may run again (see ql_writer.h): start from nothing. */
+    r->n = 0;
+    r->groups = r->groups_left = 0;
+    r->rc = 0;
+    ql_proc_tokens_free(r->tokens);
+    r->tokens = NULL;
     int rc = check_fence(txn, r->s, err);
     if (rc)
         return rc;
-    return ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), kill_pgid, r, &r->n, err);
+    if ((rc = ql_proc_tokens_new(&r->tokens)))
+        return ql_err_set(err, rc, "out of memory");
+    if ((rc = ql_proc_boot_id(r->boot_id)))
+        return ql_err_set(err, rc, "cannot read the boot id: %s", ql_strerror(rc));
+    rc = ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), recover_step, r, &r->n, err);
+    if (rc)
+        return rc;
+    if (r->rc)
+        return ql_err_set(err, r->rc, "cannot collect the markers of interrupted steps: %s",
+                          ql_strerror(r->rc));
+    if (!ql_proc_tokens_count(r->tokens)) {
+        if (r->groups_left)
+            ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+                   "interrupted steps: groups_killed=%u groups_left=%u", r->groups, r->groups_left);
+        return 0;
+    }
+    ql_proc_sweep_t sw;
+    rc = ql_proc_kill_tokens(r->tokens, &sw);
+    if (rc)
+        return ql_err_set(err, rc,
+                          "cannot make sure the processes of %zu interrupted steps are gone: %s",
+                          ql_proc_tokens_count(r->tokens), ql_strerror(rc));
+    ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+           "swept the processes of interrupted steps steps=%zu killed=%u scans=%u examined=%u "
+           "unreadable=%u groups_killed=%u groups_left=%u",
+           ql_proc_tokens_count(r->tokens), sw.killed, sw.scans, sw.examined, sw.unreadable,
+           r->groups, r->groups_left);
+    return 0;
 }
 
 int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
     recover_t r = {.s = s};
     int rc = ql_writer_call(s->opts.writer, recover_fn, &r, err);
+    ql_proc_tokens_free(r.tokens);
     if (rc == 0) {
         if (r.n)
             ql_log(s->opts.log, QL_LOG_INFO, "scheduler",

@@ -43,6 +43,7 @@ struct run {
     ql_state_t final_state;
     uint32_t seq;
     uint32_t attempt;
+    char token[QL_STEP_TOKEN_LEN + 1]; /* the try's marker, committed with its RUNNING */
     uint8_t *def_bytes;
     size_t def_len;
     int64_t retry_wait;

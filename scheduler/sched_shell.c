@@ -169,8 +169,38 @@ static void proc_closed(void *arg) {
     ql_sched_step_completed(r); /* drops the run when cancelled */
 }
 
+/*
+ * A stopped try (an action, a timeout, shutdown, a lost lock) is over, but what it started
+ * outside its process group (setsid) still carries its marker and would run beside the step's
+ * next try: it is swept now, on the loop thread (one pass over /proc). A try that ended on its
+ * own is not swept: a step may leave a daemon behind on purpose (ql_proc.h, Process group).
+ */
+static void sweep_stopped_try(run_t *r) {
+    ql_proc_tokens_t *set;
+    if (ql_proc_tokens_new(&set))
+        return;
+    ql_proc_sweep_t sw = {0};
+    int rc = ql_proc_tokens_add(set, r->token);
+    if (!rc)
+        rc = ql_proc_kill_tokens(set, &sw);
+    ql_proc_tokens_free(set);
+    char id[QL_ID_STR_LEN + 1];
+    ql_id_format(&r->job, id);
+    if (rc)
+        ql_log(r->s->opts.log, QL_LOG_ERROR, "scheduler",
+               "cannot make sure the stopped step's processes are gone step=%02u job=%s: %s",
+               r->seq, id, ql_strerror(rc));
+    else if (sw.killed)
+        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+               "killed processes the stopped step left outside its group step=%02u job=%s "
+               "killed=%u",
+               r->seq, id, sw.killed);
+}
+
 static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
     run_t *r = arg;
+    if (res->stop_reason != QL_PROC_STOP_NONE && r->token[0])
+        sweep_stopped_try(r);
     ql_proc_verdict_t v;
     ql_proc_classify(res, r->def.warning_exit_code > 0 ? r->def.warning_exit_code : -1, &v);
     r->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
@@ -189,10 +219,16 @@ static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
     ql_proc_close(proc, proc_closed);
 }
 
+_Static_assert(QL_PROC_TOKEN_LEN == QL_STEP_TOKEN_LEN, "a step record holds a ql_proc token");
+_Static_assert(QL_PROC_BOOT_ID_LEN == QL_STEP_BOOT_ID_LEN, "a step record holds a boot id");
+
+/* The try's process group, recorded after the spawn with who leads it, so that recovery kills
+ * the group only while that leader lives (ql_proc_kill_group_checked). The window between the
+ * spawn and this commit is covered by the marker, committed before the spawn. */
 typedef struct {
     ql_id_t job;
     uint32_t seq, attempt;
-    int pgid;
+    ql_proc_ident_t ident;
     uint64_t fence;
 } pgid_note_t;
 
@@ -206,7 +242,9 @@ static int pgid_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
     if (st.state == QL_RUNNING && st.attempts == n->attempt) {
-        st.pgid = n->pgid;
+        st.pgid = (int32_t)n->ident.pgid;
+        st.pg_start = n->ident.start;
+        memcpy(st.boot_id, n->ident.boot_id, sizeof st.boot_id);
         rc = ql_step_put(txn, &st);
     }
     ql_step_free(&st);
@@ -281,8 +319,10 @@ void ql_sched_spawn_shell(run_t *r) {
         return;
     }
     custom_params_free(&sp.custom);
-    ql_proc_env_t *env = calloc(ex.n_env ? ex.n_env : 1, sizeof *env);
-    char **keys = calloc(ex.n_env ? ex.n_env : 1, sizeof *keys);
+    /* One more entry: the marker, last so that it wins over a template's variable of that
+     * name (a step must not choose the token recovery finds it by). */
+    ql_proc_env_t *env = calloc(ex.n_env + 1, sizeof *env);
+    char **keys = calloc(ex.n_env + 1, sizeof *keys);
     char log_path[4096];
     snprintf(log_path, sizeof log_path, "%s/%s/%s.log", s->opts.log_dir ? s->opts.log_dir : "logs",
              sp.p.v[P_JOB_ID], sp.p.v[P_STEP_ID]);
@@ -295,6 +335,11 @@ void ql_sched_spawn_shell(run_t *r) {
         keys[n_env] = strndup(ex.envp[i], (size_t)(eq - ex.envp[i]));
         env[n_env].key = keys[n_env];
         env[n_env].value = eq + 1;
+        n_env++;
+    }
+    if (!rc && r->token[0]) {
+        env[n_env].key = QL_PROC_TOKEN_ENV;
+        env[n_env].value = r->token;
         n_env++;
     }
     if (!rc) {
@@ -312,7 +357,7 @@ void ql_sched_spawn_shell(run_t *r) {
         rc = ql_proc_spawn(ql_clock_loop(s->opts.clock), &spec, proc_exited, r, &r->proc, &err);
     }
     for (size_t i = 0; i < n_env; i++)
-        free(keys[i]);
+        free(keys[i]); /* the marker's key is static: its keys[] entry is NULL */
     free(keys);
     free(env);
     ql_step_exec_free(&ex);
@@ -331,8 +376,11 @@ void ql_sched_spawn_shell(run_t *r) {
         n->fence = s->opts.fence;
         n->seq = r->seq;
         n->attempt = r->attempt;
-        n->pgid = (int)ql_proc_pgid(r->proc);
-        if (ql_sched_submit(s, pgid_fn, n, pgid_done))
+        /* The helper is our child and not reaped before the loop runs again, so its /proc
+         * entry is there (a zombie's too); without an identity the group is not recorded, and
+         * the marker alone finds the try. */
+        if (ql_proc_ident_of(ql_proc_pgid(r->proc), &n->ident) != 0 ||
+            ql_sched_submit(s, pgid_fn, n, pgid_done))
             free(n);
     }
 }

@@ -36,6 +36,9 @@
  * QL_RANGE_FULL_END, and only in [0, QL_RANGE_FULL_END), a full-load model's segment. */
 #define QL_TIME_MAX 253402214400000LL
 
+#define QL_STEP_TOKEN_LEN 32   /* hex digits of a step try's marker: 128 random bits */
+#define QL_STEP_BOOT_ID_LEN 36 /* /proc/sys/kernel/random/boot_id, without the newline */
+
 /* Record format version written by this build. */
 #define QL_RECORD_VERSION 1
 
@@ -217,6 +220,14 @@ typedef struct ql_step {
     uint8_t *def;      /* owned: the step definition, opaque to storage (engine encodes it) */
     size_t def_len;
     ql_extra_t extra;
+
+    /* How recovery proves that processes are this try's (engine/ql_proc.h, Markers); all
+     * cleared when the step leaves RUNNING. */
+    char token[QL_STEP_TOKEN_LEN + 1];     /* the try's marker (hex), committed with RUNNING,
+                                              before the step is spawned; "": none */
+    uint64_t pg_start;                     /* pgid's leader's start time (clock ticks after
+                                              boot, /proc/PID/stat field 22), 0: not recorded */
+    char boot_id[QL_STEP_BOOT_ID_LEN + 1]; /* the machine's boot id when pgid was recorded */
 } ql_step_t;
 
 /* "<job-id>_NN" into buf (QL_ID_STR_LEN + 8 bytes). */

@@ -358,7 +358,9 @@ int ql_job_decode_z(msgpack_zone *z, const void *buf, size_t len, unsigned flags
 
 int ql_step_encode(const ql_step_t *s, ql_buf_t *out) {
     msgpack_packer pk;
-    begin(&pk, out, 12, &s->extra);
+    /* The markers only while a try runs: a million finished steps should not carry them. */
+    bool marked = s->token[0] != '\0', grouped = s->pg_start != 0 || s->boot_id[0] != '\0';
+    begin(&pk, out, 12 + (marked ? 1 : 0) + (grouped ? 2 : 0), &s->extra);
     ql_codec_id(&pk, "job", &s->job);
     ql_codec_i64(&pk, "seq", s->seq);
     ql_codec_str(&pk, "name", s->name);
@@ -369,6 +371,12 @@ int ql_step_encode(const ql_step_t *s, ql_buf_t *out) {
     ql_codec_i64(&pk, "attempts", s->attempts);
     ql_codec_i64(&pk, "retry_at", s->retry_at);
     ql_codec_i64(&pk, "pgid", s->pgid);
+    if (marked)
+        ql_codec_str(&pk, "token", s->token);
+    if (grouped) {
+        ql_codec_i64(&pk, "pg_start", (int64_t)s->pg_start);
+        ql_codec_str(&pk, "boot_id", s->boot_id);
+    }
     ql_codec_str(&pk, "failed_msg", s->failed_msg);
     ql_codec_bin(&pk, "def", s->def, s->def_len);
     FINISH_ENCODE(&pk, out, &s->extra);
@@ -413,6 +421,16 @@ static int step_field(const msgpack_object *k, const msgpack_object *v, void *ar
         s->pgid = (int32_t)n;
         return 1;
     }
+    if (ql_codec_key_is(k, "token"))
+        return ql_codec_get_str(v, s->token, sizeof s->token) ?: 1;
+    if (ql_codec_key_is(k, "pg_start")) {
+        if (ql_codec_get_i64(v, &n) || n < 0)
+            return QL_ECORRUPT;
+        s->pg_start = (uint64_t)n;
+        return 1;
+    }
+    if (ql_codec_key_is(k, "boot_id"))
+        return ql_codec_get_str(v, s->boot_id, sizeof s->boot_id) ?: 1;
     if (ql_codec_key_is(k, "failed_msg"))
         return ql_codec_get_strdup(v, &s->failed_msg) ?: 1;
     if (ql_codec_key_is(k, "def"))

@@ -13,8 +13,10 @@
  *       qilin-exec), against plain fork/exec/wait loops of /bin/true, one at a time and with as
  *       many in flight as the engine may run: the limit on this machine;
  *   (d) recovery: a store of --finished SUCCEED jobs and --interrupted RUNNING ones (built with
- *       large direct write transactions, as a crashed server leaves it): time from the node's
- *       start to the first resumed step, and to all of them finished.
+ *       large direct write transactions, as a crashed server leaves it: each interrupted step
+ *       with its try's marker and a recorded process group whose leader died with the server,
+ *       so recovery sweeps /proc for them): time from the node's start to the first resumed
+ *       step, and to all of them finished.
  *
  * Everything runs the real composition (ql_node: store, threaded writer woken by uv_async,
  * real clock, templates from a YAML file, lock, scheduler). The READY jobs of (b) and (c) are
@@ -25,6 +27,7 @@
  */
 #include "tools/bench.h"
 
+#include "engine/ql_proc.h"
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
 
@@ -506,9 +509,11 @@ static void bench_shell(const bench_opts_t *o, FILE *out) {
 
 /* ---- (d) recovery ---- */
 
-/* Writes a SUCCEED (or RUNNING, with its step RUNNING) job of one noop step directly. */
+/* Writes a SUCCEED (or RUNNING, with its step RUNNING) job of one noop step directly. A
+ * RUNNING step carries what a shell step's try leaves: a marker, and a process group whose
+ * leader is gone (a number above any pid_max, in this boot). */
 static void put_job(ql_txn_t *t, ql_store_t *s, const uint8_t *def, size_t def_len, long i,
-                    bool running) {
+                    bool running, const char *boot_id) {
     ql_job_t j = {0};
     ql_store_new_id(s, &j.id);
     snprintf(j.project, sizeof j.project, "p");
@@ -532,6 +537,13 @@ static void put_job(ql_txn_t *t, ql_store_t *s, const uint8_t *def, size_t def_l
     st.start_time = j.start_time;
     st.end_time = j.end_time;
     st.attempts = 1;
+    if (running) {
+        if (ql_proc_token_new(st.token))
+            fail("cannot draw a marker");
+        st.pgid = (int32_t)(0x7f000000 + i % 1000000);
+        st.pg_start = 1;
+        snprintf(st.boot_id, sizeof st.boot_id, "%s", boot_id);
+    }
     st.def = (uint8_t *)def;
     st.def_len = def_len;
     if (ql_step_put(t, &st))
@@ -553,6 +565,9 @@ static void build_recovery_store(const bench_opts_t *o, FILE *out) {
     size_t len;
     if (ql_stepdef_encode(&def, &buf, &len))
         fail("cannot encode a step");
+    char boot_id[QL_PROC_BOOT_ID_LEN + 1];
+    if (ql_proc_boot_id(boot_id))
+        fail("cannot read the boot id");
     double t0 = now_ms();
     long total = o->finished + o->interrupted;
     /* Interrupted jobs are spread among the finished ones, as a server's history has them. */
@@ -562,7 +577,7 @@ static void build_recovery_store(const bench_opts_t *o, FILE *out) {
         if (ql_txn_begin(s, true, &t))
             fail("cannot begin a transaction");
         for (int k = 0; k < 50000 && i < total; k++, i++)
-            put_job(t, s, buf, len, i, every && i % every == every - 1);
+            put_job(t, s, buf, len, i, every && i % every == every - 1, boot_id);
         if (ql_txn_commit(t))
             fail("cannot commit (map full? try a smaller --finished)");
     }

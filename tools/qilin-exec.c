@@ -23,8 +23,12 @@
  * setsid(), so the group id is the pid the server got back): no pgid file is needed.
  *
  * PDEATHSIG covers the step process itself, not the children it forks (the setting is cleared
- * in a forked child); the server records the process group so that startup recovery can kill
- * whatever of the group is left (ql_proc_kill_group()).
+ * in a forked child). Those are found by the try's marker, QILIN_STEP_TOKEN, which reaches this
+ * helper in its environment and is inherited by everything the step starts; the server commits
+ * it before the spawn, and startup recovery kills every process carrying it before the step may
+ * run again (engine/ql_proc.h, Markers). Between fork() and this helper's exec the child still
+ * has the server's environment, but it runs no step code then: if the server dies there, step 2
+ * makes it exit before the step exists.
  *
  * When exec fails the errno goes, as a decimal line, to the status fd (if given; it is made
  * close-on-exec with the rest, so the server reads EOF without data when exec succeeds), a message

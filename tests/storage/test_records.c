@@ -226,6 +226,9 @@ Test(records, step_round_trip) {
     s.attempts = 3;
     s.retry_at = 4;
     s.pgid = 12345;
+    strcpy(s.token, "00112233445566778899aabbccddeeff");
+    s.pg_start = 987654321;
+    strcpy(s.boot_id, "5c8f0c4e-8a3b-4a8e-9d1e-0123456789ab");
     s.failed_msg = strdup("exit code 2");
     uint8_t def[] = {0x92, 0x01, 0xc0};
     s.def = def;
@@ -244,6 +247,9 @@ Test(records, step_round_trip) {
     cr_assert_eq(q.attempts, 3);
     cr_assert_eq(q.retry_at, 4);
     cr_assert_eq(q.pgid, 12345);
+    cr_assert_str_eq(q.token, s.token);
+    cr_assert_eq(q.pg_start, 987654321);
+    cr_assert_str_eq(q.boot_id, s.boot_id);
     cr_assert_str_eq(q.failed_msg, "exit code 2");
     cr_assert_eq(q.def_len, sizeof def);
     cr_assert_eq(memcmp(q.def, def, sizeof def), 0);

@@ -1,0 +1,252 @@
+/*
+ * The markers of step tries (engine/proc_sweep.c): tokens, the /proc sweep that kills the
+ * processes carrying one, and the process-group kill checked against its leader's identity.
+ * Real processes; each test kills and reaps what it started, also when it fails (.fini).
+ */
+#include "engine/ql_proc.h"
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_KIDS 8
+
+static pid_t kids[MAX_KIDS];
+static int n_kids;
+static char tmp[64];
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void teardown(void) {
+    for (int i = 0; i < n_kids; i++)
+        if (kids[i] > 0) {
+            kill(-kids[i], SIGKILL); /* each leads its group: its children go with it */
+            kill(kids[i], SIGKILL);
+            waitpid(kids[i], NULL, 0);
+        }
+    n_kids = 0;
+    if (tmp[0]) {
+        char p[128];
+        snprintf(p, sizeof p, "%s/grandchild", tmp);
+        FILE *f = fopen(p, "r");
+        int g;
+        if (f && fscanf(f, "%d", &g) == 1 && g > 1)
+            kill(g, SIGKILL);
+        if (f)
+            fclose(f);
+        unlink(p);
+        rmdir(tmp);
+        tmp[0] = '\0';
+    }
+}
+
+/* Starts /bin/sh -c script in a group of its own with exactly the environment env. */
+static pid_t spawn_env(const char *script, char *const env[]) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        execle("/bin/sh", "sh", "-c", script, (char *)NULL, env);
+        _exit(127);
+    }
+    cr_assert_gt(pid, 0);
+    cr_assert_lt(n_kids, MAX_KIDS);
+    kids[n_kids++] = pid;
+    return pid;
+}
+
+/* Whether /proc/PID/environ holds entry (waits for the exec to have happened). */
+static bool environ_has(pid_t pid, const char *entry) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    for (ssize_t i = 0; i < n;) {
+        if (strcmp(buf + i, entry) == 0)
+            return true;
+        i += (ssize_t)strlen(buf + i) + 1;
+    }
+    return false;
+}
+
+static void wait_environ(pid_t pid, const char *entry) {
+    int64_t deadline = mono_ms() + 5000;
+    while (!environ_has(pid, entry)) {
+        cr_assert_lt(mono_ms(), deadline, "pid %d never had %s", pid, entry);
+        sched_yield();
+    }
+}
+
+/* The exit status of a child within 5 s (asserted). */
+static int reap(pid_t pid) {
+    int64_t deadline = mono_ms() + 5000;
+    int st;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0) {
+        cr_assert_lt(mono_ms(), deadline, "pid %d did not end", pid);
+        sched_yield();
+    }
+    cr_assert_eq(r, pid);
+    for (int i = 0; i < n_kids; i++)
+        if (kids[i] == pid)
+            kids[i] = 0;
+    return st;
+}
+
+static bool running(pid_t pid) {
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+Test(proc_sweep, tokens_are_random_hex_and_the_set_holds_each_once) {
+    char a[QL_PROC_TOKEN_LEN + 1], b[QL_PROC_TOKEN_LEN + 1];
+    cr_assert_eq(ql_proc_token_new(a), 0);
+    cr_assert_eq(ql_proc_token_new(b), 0);
+    cr_assert_eq(strlen(a), QL_PROC_TOKEN_LEN);
+    cr_assert(ql_proc_token_valid(a));
+    cr_assert_str_neq(a, b);
+    cr_assert_not(ql_proc_token_valid(""));
+    cr_assert_not(ql_proc_token_valid("0011"));
+    cr_assert_not(ql_proc_token_valid("zz112233445566778899aabbccddeeff"));
+
+    ql_proc_tokens_t *set;
+    cr_assert_eq(ql_proc_tokens_new(&set), 0);
+    cr_assert_eq(ql_proc_tokens_add(set, "not a token"), UV_EINVAL);
+    cr_assert_eq(ql_proc_tokens_add(set, a), 0);
+    cr_assert_eq(ql_proc_tokens_add(set, a), 0);
+    cr_assert_eq(ql_proc_tokens_count(set), 1);
+    /* Past the first table: growing keeps every token. */
+    for (int i = 0; i < 999; i++) {
+        char t[QL_PROC_TOKEN_LEN + 1];
+        cr_assert_eq(ql_proc_token_new(t), 0);
+        cr_assert_eq(ql_proc_tokens_add(set, t), 0);
+    }
+    cr_assert_eq(ql_proc_tokens_add(set, a), 0);
+    cr_assert_eq(ql_proc_tokens_count(set), 1000);
+    ql_proc_tokens_free(set);
+}
+
+Test(proc_sweep, kills_the_marked_processes_and_their_descendants_only, .fini = teardown) {
+    char t1[QL_PROC_TOKEN_LEN + 1], t2[QL_PROC_TOKEN_LEN + 1];
+    cr_assert_eq(ql_proc_token_new(t1), 0);
+    cr_assert_eq(ql_proc_token_new(t2), 0);
+    char e1[64], e2[64], e3[64], dirvar[96], gpath[128];
+    snprintf(e1, sizeof e1, QL_PROC_TOKEN_ENV "=%s", t1);
+    snprintf(e2, sizeof e2, QL_PROC_TOKEN_ENV "=%s", t2);
+    snprintf(e3, sizeof e3, "X_" QL_PROC_TOKEN_ENV "=%s", t1); /* another name: not a marker */
+    snprintf(tmp, sizeof tmp, "/tmp/ql_sweep_XXXXXX");
+    cr_assert_not_null(mkdtemp(tmp));
+    snprintf(dirvar, sizeof dirvar, "T=%s", tmp);
+    snprintf(gpath, sizeof gpath, "%s/grandchild", tmp);
+
+    /* The marked one starts a grandchild that leaves its session, as a daemon does. */
+    char *env1[] = {e1, dirvar, "PATH=/usr/bin:/bin", NULL};
+    char *env2[] = {e2, NULL};
+    char *env3[] = {e3, NULL};
+    pid_t marked = spawn_env("setsid sleep 600 & echo $! > \"$T/g.tmp\"; "
+                             "mv \"$T/g.tmp\" \"$T/grandchild\"; wait",
+                             env1);
+    pid_t other = spawn_env("exec sleep 600", env2);
+    pid_t named = spawn_env("exec sleep 600", env3);
+    wait_environ(marked, e1);
+    wait_environ(other, e2);
+    wait_environ(named, e3);
+    int64_t deadline = mono_ms() + 5000;
+    int g = 0;
+    while (!g) {
+        FILE *f = fopen(gpath, "r");
+        if (f) {
+            if (fscanf(f, "%d", &g) != 1)
+                g = 0;
+            fclose(f);
+        }
+        cr_assert_lt(mono_ms(), deadline, "the grandchild never started");
+    }
+    wait_environ(g, e1);
+
+    ql_proc_tokens_t *set;
+    cr_assert_eq(ql_proc_tokens_new(&set), 0);
+    cr_assert_eq(ql_proc_tokens_add(set, t1), 0);
+    ql_proc_sweep_t sw;
+    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_geq(sw.killed, 2, "the marked process and its grandchild: %u", sw.killed);
+    cr_assert_geq(sw.scans, 2, "a last scan found none left");
+    cr_assert_geq(sw.examined, 3);
+
+    int st = reap(marked);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    /* The grandchild is not our child: gone from /proc (or a zombie of init) is enough. */
+    deadline = mono_ms() + 5000;
+    while (environ_has(g, e1))
+        cr_assert_lt(mono_ms(), deadline, "the grandchild %d survived the sweep", g);
+    cr_assert(running(other), "a process with another token was killed");
+    cr_assert(running(named), "a process with the token under another name was killed");
+
+    /* Nothing is left: a second sweep kills nothing. */
+    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_eq(sw.killed, 0);
+    cr_assert_eq(sw.scans, 1);
+    ql_proc_tokens_free(set);
+}
+
+Test(proc_sweep, an_empty_set_reads_nothing) {
+    ql_proc_tokens_t *set;
+    cr_assert_eq(ql_proc_tokens_new(&set), 0);
+    ql_proc_sweep_t sw;
+    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_eq(sw.scans, 0);
+    ql_proc_tokens_free(set);
+}
+
+Test(proc_sweep, a_group_is_killed_only_while_its_recorded_leader_lives, .fini = teardown) {
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    pid_t leader = spawn_env("sleep 600 & wait", env);
+    wait_environ(leader, env[0]); /* exec'd, so its group exists */
+    ql_proc_ident_t id;
+    cr_assert_eq(ql_proc_ident_of(leader, &id), 0);
+    cr_assert_eq(id.pgid, leader);
+    cr_assert_gt(id.start, 0);
+    char boot[QL_PROC_BOOT_ID_LEN + 1];
+    cr_assert_eq(ql_proc_boot_id(boot), 0);
+    cr_assert_str_eq(id.boot_id, boot);
+    ql_proc_group_fate_t fate;
+
+    ql_proc_ident_t other = id;
+    other.start = id.start + 1; /* the number, but not the process */
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_PID_REUSED);
+    other = id;
+    other.boot_id[0] = other.boot_id[0] == '0' ? '1' : '0';
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_REBOOTED);
+    other = id;
+    other.start = 0; /* a record from before identities were kept */
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_UNRECORDED);
+    cr_assert(running(leader), "a group that is not provably the recorded one was killed");
+
+    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_KILLED);
+    int st = reap(leader);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    /* Reaped: the number names nobody now. */
+    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_LEADER_GONE);
+
+    other.pgid = 1;
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), UV_EINVAL);
+    other.pgid = getpgrp();
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), UV_EINVAL);
+    cr_assert_eq(ql_proc_ident_of(0, &other), UV_EINVAL);
+}
