@@ -6,8 +6,15 @@
  * through the REST API and must run to SUCCEED: the limits are the store's (QL_TYPE_MAX and
  * QL_JOB_STEPS_MAX in storage/ql_records.h), so what loads must also be stored and run. All
  * steps are noop steps, which ad-hoc jobs may use on every server.
+ *
+ * Then a project's kylin.job.max-concurrent-jobs: PUT /projects/{p}/config refuses a bad value
+ * with the server key's parser, bounds and message, and a bad value already in the store (written
+ * straight into the stopped server's store) holds the project's jobs instead of being read as 0,
+ * no limit.
  */
 #include "rest_util.h"
+
+#include "storage/ql_store.h"
 
 static qd_t Q;
 
@@ -211,4 +218,130 @@ Test(limits, adhoc_job_of_100_steps_runs) {
 Test(limits, adhoc_job_of_101_steps_is_refused) {
     start_with_templates("STEPS", 1);
     expect_adhoc_refused("MANY", 101, "key 'steps': 101 steps, at most 100 are allowed");
+}
+
+/* ---- a project's kylin.job.max-concurrent-jobs ---- */
+
+#define MCJ "kylin.job.max-concurrent-jobs"
+
+/* The message the server gives for value as its own setting (qilind --set, which refuses to
+ * start): the part after "MCJ: ", into out. */
+static void server_key_message(const char *value, char *out, size_t cap) {
+    qd_t s;
+    qd_init(&s);
+    char set[128];
+    snprintf(set, sizeof set, MCJ "=%s", value);
+    const char *args[] = {"--data", s.data, "--set", "qilin.server.listen=127.0.0.1:0",
+                          "--set",  set,    NULL};
+    bool up = qd_spawn(&s, args);
+    char *log = read_file(s.log);
+    const char *m = log ? strstr(log, MCJ ": '") : NULL;
+    if (up || !m) {
+        qd_cleanup(&s);
+        cr_assert_fail("qilind with %s: no refusal; stderr:\n%s", set, log ? log : "(none)");
+    }
+    m += strlen(MCJ ": ");
+    size_t n = strcspn(m, "\n");
+    snprintf(out, cap, "%.*s", (int)n, m);
+    free(log);
+    qd_wait_exit(&s, 20000);
+    qd_cleanup(&s);
+}
+
+Test(limits, project_max_concurrent_jobs_bad_values_are_refused_like_the_server_key) {
+    start_with_templates("STEPS", 1);
+    json_decref(api_ok(&Q, "PUT", "/kylin/api/projects/p1/config", "{\"" MCJ "\":4}"));
+    static const char *const bad[] = {"abc", "-1", "99999999999", "0", "10001", "4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[400], body[160];
+        server_key_message(bad[i], want, sizeof want);
+        cr_assert(strstr(want, "accepted: 1..10000"), "%s", want);
+        char msg[480];
+        snprintf(msg, sizeof msg, MCJ ": %s", want);
+        /* As a string and, where it is one, as a JSON integer. */
+        snprintf(body, sizeof body, "{\"" MCJ "\":\"%s\"}", bad[i]);
+        api_err(&Q, "PUT", "/kylin/api/projects/p1/config", body, 400, "QL-00003", msg);
+        if (strcmp(bad[i], "abc") != 0 && strcmp(bad[i], "4x") != 0) {
+            snprintf(body, sizeof body, "{\"" MCJ "\":%s}", bad[i]);
+            api_err(&Q, "PUT", "/kylin/api/projects/p1/config", body, 400, "QL-00003", msg);
+        }
+    }
+    /* Nothing was changed: the override is still 4. */
+    json_t *d = api_ok(&Q, "GET", "/kylin/api/projects?project=p1", NULL);
+    json_t *p = json_array_get(json_object_get(d, "value"), 0);
+    cr_assert_str_eq(jstr(json_object_get(p, "override_kylin_properties"), MCJ), "4");
+    json_decref(d);
+}
+
+/* Writes value as p1's override straight into the stopped server's store. */
+static void store_project_limit(const char *value) {
+    ql_err_t err = {0};
+    ql_store_opts_t so = {.path = Q.data};
+    ql_store_t *store;
+    int rc = ql_store_open(&so, &store, &err);
+    cr_assert_eq(rc, 0, "%s", err.msg);
+    ql_txn_t *txn;
+    cr_assert_eq(ql_txn_begin(store, true, &txn), 0);
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(txn, "p1", 0, &p), 0);
+    cr_assert_eq(ql_strmap_set(&p.config, MCJ, value), 0);
+    cr_assert_eq(ql_project_put(txn, &p), 0);
+    ql_project_free(&p);
+    cr_assert_eq(ql_txn_commit(txn), 0);
+    ql_store_close(store);
+}
+
+static const char *submit_noop(const char *project) {
+    static char id[64];
+    char body[160];
+    snprintf(body, sizeof body,
+             "{\"project\":\"%s\",\"type\":\"ONE\",\"steps\":[{\"name\":\"s\",\"kind\":\"noop\"}]}",
+             project);
+    json_t *d = api_ok(&Q, "POST", "/kylin/api/jobs", body);
+    snprintf(id, sizeof id, "%s", jstr(json_array_get(json_object_get(d, "jobs"), 0), "job_id"));
+    json_decref(d);
+    return id;
+}
+
+/* A stored override that does not parse holds p1's jobs (the old code read it with atoi: 0, no
+ * limit, so the job ran) and says why in the log; p2 is not affected; a valid value set through
+ * the API lets the job run. */
+static void stored_bad_limit_holds_jobs(const char *value) {
+    static char tpl_arg[440];
+    snprintf(tpl_arg, sizeof tpl_arg, "%s", write_templates("STEPS", 1));
+    const char *args[] = {"--set", tpl_arg, "--set", "kylin.job.scheduler.poll-interval-second=1",
+                          NULL};
+    qd_start(&Q, args);
+    json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}"));
+    json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p2\"}"));
+    qd_stop_ok(&Q, 20000);
+    store_project_limit(value);
+    qd_start(&Q, args);
+
+    char held[64];
+    snprintf(held, sizeof held, "%s", submit_noop("p1"));
+    /* p2's job runs, through a pass that meets p1's older job first: that one must stay READY. */
+    wait_job_state(&Q, "p2", submit_noop("p2"), "SUCCEED", 20000);
+    json_t *j = find_job(&Q, "p1", held);
+    cr_assert_str_eq(jstr(j, "job_state"), "READY", "p1's job ran with an invalid limit");
+    json_decref(j);
+    char want[200];
+    snprintf(want, sizeof want, "project jobs held: its override is invalid (" MCJ ": '%s'", value);
+    wait_log(&Q, want, 20000);
+    assert_file_contains(Q.log, "accepted: 1..10000)) project=p1");
+
+    json_decref(api_ok(&Q, "PUT", "/kylin/api/projects/p1/config", "{\"" MCJ "\":2}"));
+    wait_job_state(&Q, "p1", held, "SUCCEED", 20000);
+}
+
+Test(limits, a_stored_project_limit_abc_holds_the_projects_jobs) {
+    stored_bad_limit_holds_jobs("abc");
+}
+
+Test(limits, a_stored_project_limit_minus_1_holds_the_projects_jobs) {
+    stored_bad_limit_holds_jobs("-1");
+}
+
+Test(limits, a_stored_project_limit_99999999999_holds_the_projects_jobs) {
+    stored_bad_limit_holds_jobs("99999999999");
 }
