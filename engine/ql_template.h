@@ -44,11 +44,10 @@
 
 #include "engine/ql_yaml.h"
 #include "storage/ql_error.h"
+#include "storage/ql_records.h"
 
-/* Step ids are <job_id>_NN (two digits), so a chain has at most 100 steps. */
-#define QL_TEMPLATE_MAX_STEPS 100
-/* Job type names: [A-Z][A-Z0-9_]{0,63}. */
-#define QL_JOB_TYPE_MAX 64
+/* A chain has at most QL_JOB_STEPS_MAX steps and a job type at most QL_TYPE_MAX characters
+ * (storage/ql_records.h owns both limits: they are the sizes of the job's records). */
 /* Custom parameters of one job at most. */
 #define QL_TEMPLATE_MAX_PARAMS 64
 /* Version written by ql_stepdef_encode(); bumped only for incompatible changes (additions are
@@ -152,7 +151,7 @@ int ql_stepdef_from_node(const ql_yaml_node_t *node, const char *const *declared
                          ql_stepdef_t *out, ql_err_t *err);
 
 /*
- * Parses steps (borrowed), a non-empty sequence of at most QL_TEMPLATE_MAX_STEPS step
+ * Parses steps (borrowed), a non-empty sequence of at most QL_JOB_STEPS_MAX step
  * mappings, with ql_stepdef_from_node. *out is a new array of *n definitions owned by the
  * caller (ql_stepdef_clear each, then free the array).
  */
@@ -173,7 +172,7 @@ typedef struct ql_chain {
     char *description; /* NULL when absent */
     char **params;     /* declared custom parameter names, NULL-terminated (may be empty) */
     size_t n_params;
-    ql_stepdef_t *steps; /* 1..QL_TEMPLATE_MAX_STEPS */
+    ql_stepdef_t *steps; /* 1..QL_JOB_STEPS_MAX */
     size_t n_steps;
 } ql_chain_t;
 
@@ -222,7 +221,8 @@ bool ql_templates_has_set(const ql_templates_t *t, const char *set);
 int ql_templates_find(const ql_templates_t *t, const char *set, const char *job_type,
                       const ql_chain_t **out, ql_err_t *err);
 
-/* True when name (borrowed) is a valid job type name: [A-Z][A-Z0-9_]{0,63}. */
+/* True when name (borrowed) is a valid job type name: [A-Z][A-Z0-9_]{0,63}, the store's rule
+ * (ql_meta_check_job_type). */
 bool ql_job_type_valid(const char *name);
 
 /* The well-known parameter names, NULL-terminated: QILIN_JOB_ID, QILIN_JOB_TYPE,

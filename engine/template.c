@@ -4,6 +4,7 @@
  * template_codec.c, ad-hoc definitions in template_adhoc.c. See ql_template.h.
  */
 #include "engine/ql_template.h"
+#include "storage/ql_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,13 +324,10 @@ int ql_stepdef_from_node(const ql_yaml_node_t *node, const char *const *declared
 /* ---- chains and sets ---------------------------------------------------------------------- */
 
 bool ql_job_type_valid(const char *name) {
-    if (!name || !(*name >= 'A' && *name <= 'Z'))
-        return false;
-    size_t n = 1;
-    for (const char *p = name + 1; *p; p++, n++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
-            return false;
-    return n <= QL_JOB_TYPE_MAX;
+    /* The store's check, so that a type a template or an ad-hoc job accepts is one the store
+     * takes at submission. */
+    ql_err_t scratch;
+    return ql_meta_check_job_type("type", name, &scratch) == 0;
 }
 
 bool ql_template_param_name_valid(const char *name) {
@@ -423,9 +421,9 @@ int ql_template_load_steps(const ql_yaml_node_t *steps, const char *const *decla
         return ql_yaml_errorf(err, steps, "key 'steps': expected a non-empty sequence, got %s",
                               ql_yaml_describe(steps, desc, sizeof desc));
     }
-    if (steps->n_items > QL_TEMPLATE_MAX_STEPS)
+    if (steps->n_items > QL_JOB_STEPS_MAX)
         return ql_yaml_errorf(err, steps, "key 'steps': %zu steps, at most %d are allowed",
-                              steps->n_items, QL_TEMPLATE_MAX_STEPS);
+                              steps->n_items, QL_JOB_STEPS_MAX);
     ql_stepdef_t *v = calloc(steps->n_items, sizeof *v);
     if (!v)
         return nomem(err);
@@ -457,8 +455,8 @@ static int load_set(const ql_yaml_node_t *node, const char *what, ql_template_se
             return ql_yaml_errorf(err, k,
                                   "%s: invalid job type %s (expected INC_BUILD, INDEX_REFRESH, "
                                   "INDEX_MERGE, INDEX_BUILD or a custom name matching "
-                                  "[A-Z][A-Z0-9_]{0,63})",
-                                  what, ql_yaml_describe(k, desc, sizeof desc));
+                                  "[A-Z][A-Z0-9_]{0,%d})",
+                                  what, ql_yaml_describe(k, desc, sizeof desc), QL_TYPE_MAX - 1);
         }
         rc = load_chain(k, node->pairs[i].value, &set->chains[set->n_chains++], err);
         if (rc)

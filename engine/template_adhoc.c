@@ -85,8 +85,8 @@ static int parse_root(const ql_yaml_node_t *root, ql_adhoc_job_t *out, ql_err_t 
         return ql_yaml_errorf(err, ql_yaml_map_find(root, "type"),
                               "key 'type': '%s' is not a job type (expected INC_BUILD, "
                               "INDEX_REFRESH, INDEX_MERGE, INDEX_BUILD or a custom name "
-                              "matching [A-Z][A-Z0-9_]{0,63})",
-                              type);
+                              "matching [A-Z][A-Z0-9_]{0,%d})",
+                              type, QL_TYPE_MAX - 1);
     if (!(out->type = strdup(type)))
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     int64_t priority = 3;

@@ -16,6 +16,7 @@
  * job and starts the new one. The store never shows more RUNNING jobs than the limits allow,
  * and no step starts before its RUNNING state is durable.
  */
+#include "scheduler/ql_config.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/sched_int.h"
 
@@ -469,7 +470,7 @@ static void pick_done(void *arg, int status, const ql_err_t *err) {
 struct proj_slot {
     char name[QL_NAME_MAX + 1];
     int running;
-    int limit;
+    int limit; /* the project's own limit, 0: none (the server's), -1: unknown, hold its jobs */
 };
 
 typedef struct {
@@ -483,6 +484,24 @@ typedef struct {
     struct proj_slot *proj;
     int n_proj, cap_proj;
 } fetch_ctx_t;
+
+/* The project's own kylin.job.max-concurrent-jobs (0: none), read by the configuration's typed
+ * parser, with the server key's bounds and error text. A stored value that does not parse
+ * (PUT /projects/{p}/config refuses one, but a store written by a build with other bounds, or
+ * written directly, may hold one) gives -1: the limit the project meant is unknown, so its jobs
+ * wait rather than run unlimited, and every pass logs why until a valid value is set. */
+static int project_limit(ql_sched_t *s, const ql_project_t *p) {
+    const char *v = ql_strmap_get(&p->config, "kylin.job.max-concurrent-jobs");
+    if (!v)
+        return 0;
+    int64_t limit;
+    ql_err_t err = {0};
+    if (ql_config_parse_int("kylin.job.max-concurrent-jobs", v, &limit, &err) == 0)
+        return (int)limit;
+    ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
+           "project jobs held: its override is invalid (%s) project=%s", err.msg, p->name);
+    return -1;
+}
 
 /* The project's slot, added on first sight; -1 only when out of memory. */
 static int project_slot(fetch_ctx_t *c, const char *name) {
@@ -503,9 +522,7 @@ static int project_slot(fetch_ctx_t *c, const char *name) {
     c->proj[i].limit = 0;
     ql_project_t p;
     if (ql_project_get(c->txn, name, 0, &p) == 0) {
-        const char *v = ql_strmap_get(&p.config, "kylin.job.max-concurrent-jobs");
-        if (v)
-            c->proj[i].limit = atoi(v);
+        c->proj[i].limit = project_limit(c->s, &p);
         ql_project_free(&p);
     }
     for (run_t *r = c->s->runs; r; r = r->next)
@@ -525,10 +542,10 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
     if (ql_job_get(c->txn, id, 0, &job))
         return 0;
     int slot = project_slot(c, job.project);
-    /* Without a slot (out of memory) the project's limit is unknown: wait for the next pass
-     * rather than risk going over it. */
-    bool full =
-        slot < 0 || (c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit);
+    /* Without a slot (out of memory) or with an invalid override the project's limit is
+     * unknown: wait for the next pass rather than risk going over it. */
+    bool full = slot < 0 || c->proj[slot].limit < 0 ||
+                (c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit);
     if (!full) {
         run_t *r = run_new(s, id, job.project);
         if (r) {

@@ -50,7 +50,7 @@ int ql_meta_check_job_type(const char *field, const char *value, ql_err_t *err) 
     if (n == 0 || n > QL_TYPE_MAX || value[0] < 'A' || value[0] > 'Z')
         return ql_err_set(err, QL_EINVAL,
                           "%s: '%s' is not a job type (upper-case letters, digits and "
-                          "underscores, starting with a letter, at most %d)",
+                          "underscores, starting with a letter, at most %d characters)",
                           field, value ? value : "", QL_TYPE_MAX);
     for (size_t i = 1; i < n; i++) {
         char c = value[i];
@@ -174,8 +174,9 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     if (spec->priority < QL_PRIORITY_MIN || spec->priority > QL_PRIORITY_MAX)
         return ql_err_set(err, QL_EINVAL, "priority: %d is outside %d..%d", spec->priority,
                           QL_PRIORITY_MIN, QL_PRIORITY_MAX);
-    if (spec->n_steps < 1 || spec->n_steps > 99)
-        return ql_err_set(err, QL_EINVAL, "steps: a job has 1 to 99 steps, not %zu", spec->n_steps);
+    if (spec->n_steps < 1 || spec->n_steps > QL_JOB_STEPS_MAX)
+        return ql_err_set(err, QL_EINVAL, "steps: a job has 1 to %d steps, not %zu",
+                          QL_JOB_STEPS_MAX, spec->n_steps);
     ql_job_t j = {0};
     ql_store_new_id(ql_txn_store(txn), &j.id);
     snprintf(j.project, sizeof j.project, "%s", project);

@@ -37,7 +37,9 @@ int ql_meta_check_range(const char *start_field, const char *end_field, int64_t 
 
 /* `[A-Za-z0-9_]{1,100}`; the error names field. */
 int ql_meta_check_name(const char *field, const char *value, ql_err_t *err);
-/* A job type: INC_BUILD, INDEX_REFRESH, INDEX_MERGE, INDEX_BUILD or `[A-Z][A-Z0-9_]{0,63}`. */
+/* A job type: INC_BUILD, INDEX_REFRESH, INDEX_MERGE, INDEX_BUILD or `[A-Z][A-Z0-9_]{0,63}`
+ * (at most QL_TYPE_MAX characters). The one rule for job types: the engine's
+ * ql_job_type_valid() is this check. */
 int ql_meta_check_job_type(const char *field, const char *value, ql_err_t *err);
 
 /* Creates a project (QL_EEXIST when the name is taken). p->create/modify times are set. */

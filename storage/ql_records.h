@@ -19,14 +19,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QL_NAME_MAX 100      /* project, model and template names */
-#define QL_COLUMN_MAX 255    /* partition column names */
-#define QL_FORMAT_MAX 63     /* partition date formats */
-#define QL_TYPE_MAX 63       /* job types */
+#define QL_NAME_MAX 100   /* project, model and template names */
+#define QL_COLUMN_MAX 255 /* partition column names */
+#define QL_FORMAT_MAX 63  /* partition date formats */
+/* Job types: [A-Z][A-Z0-9_]{0,63}. The one owner of the limit: the template loader, the ad-hoc
+ * job parser, the store's checks and the REST API all use it. */
+#define QL_TYPE_MAX 64
 #define QL_USER_MAX 63       /* submitter names */
 #define QL_STEP_NAME_MAX 127 /* step names */
 #define QL_HMS_MAX 15        /* stored HH:mm:ss strings (kept as written, validated on use) */
-#define QL_ID_STR_LEN 36     /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+/* Steps per job: step ids are <job_id>_NN with two digits (_00 to _99), as in Kylin. The one
+ * owner of the limit, like QL_TYPE_MAX. */
+#define QL_JOB_STEPS_MAX 100
+#define QL_ID_STR_LEN 36            /* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
 #define QL_RANGE_FULL_END INT64_MAX /* a full-load model's single segment is [0, INT64_MAX) */
 /* The bounds of every time a range is made of (segments, job ranges, build requests): epoch
  * milliseconds in [0, QL_TIME_MAX]. 0 is 1970-01-01T00:00:00Z (and the API's "not yet"), so a

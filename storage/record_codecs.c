@@ -321,7 +321,7 @@ static int job_field(const msgpack_object *k, const msgpack_object *v, void *arg
     if (ql_codec_key_is(k, "range_end"))
         return ql_codec_get_i64(v, &j->range_end) ?: 1;
     if (ql_codec_key_is(k, "n_steps")) {
-        if (ql_codec_get_i64(v, &n) || n < 0 || n > 99)
+        if (ql_codec_get_i64(v, &n) || n < 0 || n > QL_JOB_STEPS_MAX)
             return QL_ECORRUPT;
         j->n_steps = (uint32_t)n;
         return 1;
@@ -390,7 +390,7 @@ static int step_field(const msgpack_object *k, const msgpack_object *v, void *ar
     if (ql_codec_key_is(k, "job"))
         return ql_codec_get_id(v, &s->job) ?: 1;
     if (ql_codec_key_is(k, "seq")) {
-        if (ql_codec_get_i64(v, &n) || n < 0 || n > 99)
+        if (ql_codec_get_i64(v, &n) || n < 0 || n >= QL_JOB_STEPS_MAX)
             return QL_ECORRUPT;
         s->seq = (uint32_t)n;
         return 1;

@@ -469,7 +469,7 @@ Test(template, shell_step_fields) {
 Test(template, too_many_steps) {
     char *text = malloc(64 * 1024);
     size_t o = (size_t)sprintf(text, "templates:\n  INC_BUILD:\n    steps:\n");
-    for (int i = 0; i < QL_TEMPLATE_MAX_STEPS; i++)
+    for (int i = 0; i < QL_JOB_STEPS_MAX; i++)
         o += (size_t)sprintf(text + o, "      - {name: s%d, kind: noop}\n", i);
     ql_templates_t *t = load_ok(text);
     cr_assert_eq(find_step(t, NULL, "INC_BUILD", 99)->kind, QL_STEP_NOOP);

@@ -180,3 +180,61 @@ Test(meta_bounds, lookups_by_impossible_names_are_not_corruption) {
     cr_assert(strstr(err.msg, "project"), "%s", err.msg);
     cr_assert_eq(ql_test_store_hash(store), before);
 }
+
+/* The job limits of ql_records.h, the ones the engine and the API use: a type of 64 characters
+ * and 100 steps (step ids _00 to _99) are stored and read back; one more of either is QL_EINVAL
+ * naming the field, never a job the store cannot read back (the store once took 63 and 99, and
+ * read a job of 100 steps as corrupt). */
+static int submit_limits(size_t type_len, size_t n_steps, ql_id_t *job, ql_err_t *err) {
+    char type[80];
+    cr_assert_lt(type_len, sizeof type);
+    memset(type, 'T', type_len);
+    type[type_len] = '\0';
+    static ql_step_spec_t many[128];
+    cr_assert_leq(n_steps, sizeof many / sizeof many[0]);
+    for (size_t i = 0; i < n_steps; i++)
+        many[i] = (ql_step_spec_t){.name = "s", .kind = "noop"};
+    ql_job_spec_t s = spec;
+    s.steps = many;
+    s.n_steps = n_steps;
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    int rc = ql_meta_submit_job(t, "p", NULL, type, false, 0, 0, &s, job, err);
+    if (rc)
+        ql_txn_abort(t);
+    else
+        cr_assert_eq(ql_txn_commit(t), 0);
+    return rc;
+}
+
+Test(meta_bounds, a_job_type_of_64_characters_and_100_steps_are_stored_and_read_back) {
+    cr_assert_eq(QL_TYPE_MAX, 64);
+    cr_assert_eq(QL_JOB_STEPS_MAX, 100);
+    ql_err_t err = {0};
+    ql_id_t id;
+    cr_assert_eq(submit_limits(64, 100, &id, &err), 0, "%s", err.msg);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &id, 0, &j), 0, "a 100-step job reads back");
+    cr_assert_eq(strlen(j.type), 64);
+    cr_assert_eq(j.n_steps, 100);
+    ql_job_free(&j);
+    ql_step_t st;
+    cr_assert_eq(ql_step_get(t, &id, 99, &st), 0);
+    char sid[QL_ID_STR_LEN + 8], want[QL_ID_STR_LEN + 8];
+    ql_step_id_format(&id, st.seq, sid);
+    ql_id_format(&id, want);
+    strcat(want, "_99");
+    cr_assert_str_eq(sid, want);
+    ql_step_free(&st);
+    ql_txn_abort(t);
+
+    err = (ql_err_t){0};
+    cr_assert_eq(submit_limits(65, 1, &id, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "type: 'TTTT") && strstr(err.msg, "at most 64 characters"), "%s",
+              err.msg);
+    err = (ql_err_t){0};
+    cr_assert_eq(submit_limits(1, 101, &id, &err), QL_EINVAL);
+    cr_assert_str_eq(err.msg, "steps: a job has 1 to 100 steps, not 101");
+}
