@@ -498,8 +498,13 @@ static int project_limit(ql_sched_t *s, const ql_project_t *p) {
     ql_err_t err = {0};
     if (ql_config_parse_int("kylin.job.max-concurrent-jobs", v, &limit, &err) == 0)
         return (int)limit;
-    ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
-           "project jobs held: its override is invalid (%s) project=%s", err.msg, p->name);
+    /* Passes run many times a second under load: say it once a minute, not on every pass. */
+    int64_t now = ql_clock_now_ms(s->opts.clock);
+    if (!s->bad_limit_logged_ms || now - s->bad_limit_logged_ms >= 60000) {
+        s->bad_limit_logged_ms = now;
+        ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
+               "project jobs held: its override is invalid (%s) project=%s", err.msg, p->name);
+    }
     return -1;
 }
 

@@ -74,6 +74,7 @@ struct run {
 
 struct ql_sched {
     ql_sched_opts_t opts;
+    int64_t bad_limit_logged_ms; /* last log of an invalid project override (one a minute) */
     run_t *runs;
     size_t n_runs;
     size_t n_ending; /* runs with `ending` set */
