@@ -28,6 +28,7 @@ static void fetch(ql_sched_t *s);
 static void start_step(run_t *run);
 static void run_drop(run_t *run);
 static void park_run(run_t *run);
+static void interrupt_run(run_t *run);
 static void watch_runs(ql_sched_t *s);
 
 /* ---- run bookkeeping ---- */
@@ -1009,6 +1010,21 @@ void ql_sched_step_completed(run_t *r) {
         ql_sched_kick(s);
         return;
     }
+    if (r->stop_first) {
+        /* A shutdown stopped the step (interrupt_run): its processes are gone, put it back. */
+        r->stop_first = false;
+        if (r->swept_rc == 0) {
+            interrupt_run(r);
+            return;
+        }
+        log_job(s, QL_LOG_ERROR, r,
+                "job left RUNNING step=%02u reason=\"the stopped step's processes may still run "
+                "(%s): the next start's recovery sweeps them\"",
+                r->seq, ql_strerror(r->swept_rc));
+        r->cancelled = true;
+        run_drop(r);
+        return;
+    }
     r->phase = RUN_FINISHING;
     r->now = ql_clock_now_ms(s->opts.clock);
     r->end_seq = r->seq;
@@ -1427,11 +1443,28 @@ static void interrupt_done(void *arg, int status, const ql_err_t *err) {
     ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
 }
 
-/* Shutdown: writes r's job back to READY, then stops what r runs (its process: SIGTERM, SIGKILL
- * after the kill grace) and drops it. The job resumes from that step after a restart. */
+/*
+ * Shutdown: puts r's job back to READY and drops r; the job resumes from that step after a
+ * restart. A step that runs a process is stopped FIRST (SIGTERM, SIGKILL after the kill grace)
+ * and its marker swept, and only then is the put-back committed (ql_sched_step_completed calls
+ * back here): until that commit the step is RUNNING with its marker, so a server killed while it
+ * waits for the processes to end leaves them to the next start's recovery sweep. Committing
+ * first would forget the marker while they still run. The stop is bounded by the kill grace
+ * (and a sweep), as before; a sweep that fails leaves the job RUNNING, for that recovery.
+ */
 static void interrupt_run(run_t *r) {
     ql_sched_t *s = r->s;
     r->parking = true;
+    if (r->proc && !r->stop_first) {
+        r->stop_first = true;
+        r->swept_rc = 0;
+        log_job(s, QL_LOG_INFO, r,
+                "stopping the step before the job goes back to READY step=%02u reason=\"server "
+                "shutting down%s\"",
+                r->seq, s->grace_expired ? ": the step outlasted qilin.shutdown.grace-ms" : "");
+        ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+        return;
+    }
     r->now = ql_clock_now_ms(s->opts.clock);
     r->refs++;
     if (ql_sched_submit(s, interrupt_fn, r, interrupt_done)) {

@@ -175,10 +175,10 @@ static void proc_closed(void *arg) {
  * next try: it is swept now, on the loop thread (one pass over /proc). A try that ended on its
  * own is not swept: a step may leave a daemon behind on purpose (ql_proc.h, Process group).
  */
-static void sweep_stopped_try(run_t *r) {
+static int sweep_stopped_try(run_t *r) {
     ql_proc_tokens_t *set;
     if (ql_proc_tokens_new(&set))
-        return;
+        return UV_ENOMEM;
     ql_proc_sweep_t sw = {0};
     int rc = ql_proc_tokens_add(set, r->token);
     if (!rc)
@@ -195,12 +195,15 @@ static void sweep_stopped_try(run_t *r) {
                "killed processes the stopped step left outside its group step=%02u job=%s "
                "killed=%u",
                r->seq, id, sw.killed);
+    return rc;
 }
 
 static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
     run_t *r = arg;
-    if (res->stop_reason != QL_PROC_STOP_NONE && r->token[0])
-        sweep_stopped_try(r);
+    /* A try a shutdown stopped is swept also when it ended on its own meanwhile: the job goes
+     * back to READY after this, and its next try must not meet what it left. */
+    if ((res->stop_reason != QL_PROC_STOP_NONE || r->stop_first) && r->token[0])
+        r->swept_rc = sweep_stopped_try(r);
     ql_proc_verdict_t v;
     ql_proc_classify(res, r->def.warning_exit_code > 0 ? r->def.warning_exit_code : -1, &v);
     r->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
