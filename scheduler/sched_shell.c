@@ -307,11 +307,38 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
     return unmet != NULL;
 }
 
+/*
+ * Whether the job engine lock may have been taken by another server since this one committed
+ * the step RUNNING: the store's fencing epoch is read again just before the spawn. The commit
+ * itself is fenced, so a holder that lost the lock before it cannot commit; one that committed
+ * just before the new holder raised the epoch would otherwise spawn after that holder's
+ * recovery swept the step's marker (docs/architecture.md, Threads and durability). One read
+ * transaction per spawn.
+ */
+static bool fenced_before_spawn(ql_sched_t *s, ql_err_t *err) {
+    if (!s->opts.fence || !s->opts.store)
+        return false;
+    ql_txn_t *txn;
+    if (ql_txn_begin(s->opts.store, false, &txn))
+        return false; /* the finish write's own fence check decides */
+    int rc = ql_fence_check(txn, s->opts.fence, err);
+    ql_txn_abort(txn);
+    return rc == QL_EFENCED;
+}
+
 void ql_sched_spawn_shell(run_t *r) {
     ql_sched_t *s = r->s;
     step_params_t sp;
     ql_step_exec_t ex;
     ql_err_t err = {0};
+    if (fenced_before_spawn(s, &err)) {
+        /* Not started; the step's end is refused by fencing too, which stops this scheduler. */
+        r->outcome = QL_ERROR;
+        free(r->msg);
+        r->msg = strdup(err.msg);
+        ql_sched_step_completed(r);
+        return;
+    }
     if (step_params_build(r, &sp, &err) ||
         ql_template_expand_step(&r->def, sp.list, sp.n, &ex, &err)) {
         custom_params_free(&sp.custom);
