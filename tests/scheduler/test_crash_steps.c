@@ -638,6 +638,8 @@ Test(crash_steps, sigkill_during_a_graceful_shutdown_leaves_nothing_to_the_next_
     cr_assert_neq(try_alive(&h.tries[0]), 0, "the stopped try outlives its server (the window)");
     d = start_driver(1);
     wait_try_and_check(&h, 1);
+    const char *swept[] = {"swept the processes of interrupted steps", "steps=1", NULL};
+    wait_for_log(1, swept, "recovery's sweep of the stopped try");
     stop_driver(d);
 }
 
@@ -672,5 +674,7 @@ Test(crash_steps, sigkill_after_a_pause_before_its_step_stopped_leaves_nothing_t
         }
     }
     wait_try_and_check(&h, 1);
+    const char *swept[] = {"swept the previous try of a step before its next try", NULL};
+    wait_for_log(1, swept, "the next try's sweep of the paused try");
     stop_driver(d);
 }
