@@ -152,7 +152,12 @@ static void step_forget_processes(ql_step_t *step) {
     step->boot_id[0] = '\0';
 }
 
-int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now, ql_err_t *err) {
+/* keep_procs: the transition is an action's, committed before the step's processes are stopped
+ * (the answer comes after the commit, the stop after the answer). The try's marker and group
+ * stay on the step, so that a server that dies before the stop leaves them where the step's
+ * next try finds them: it sweeps a marker it finds before it commits its own (ql_jobs.h). */
+static int step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now,
+                          bool keep_procs, ql_err_t *err) {
     char id[QL_ID_STR_LEN + 8];
     ql_step_id_format(&step->job, step->seq, id);
     if (!ql_step_transition_legal(step->state, to))
@@ -162,18 +167,24 @@ int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now
         step->start_time = now;
         step->end_time = 0;
     } else if (to == QL_READY) {
-        step_forget_processes(step);
+        if (!keep_procs)
+            step_forget_processes(step);
         if (step->state != QL_ERROR && step->state != QL_RUNNING) {
             step->start_time = 0;
             step->end_time = 0;
         }
     } else {
         step->end_time = now;
-        step_forget_processes(step);
+        if (!keep_procs)
+            step_forget_processes(step);
     }
     step->state = to;
     int rc = ql_step_put(txn, step);
     return rc ? ql_err_set(err, rc, "step %s: cannot store it: %s", id, ql_strerror(rc)) : 0;
+}
+
+int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now, ql_err_t *err) {
+    return step_set_state(txn, step, to, now, false, err);
 }
 
 /* Applies fn to every step of a job (read, then rewritten by fn). */
@@ -208,7 +219,8 @@ static int step_running_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t
         return 0;
     if (cb && cb->on_step)
         cb->on_step(s, cb->arg);
-    return ql_step_set_state(txn, s, QL_READY, now, err);
+    /* Recovery (cb set) has swept the try before it commits; PAUSE (no cb) has not stopped it. */
+    return step_set_state(txn, s, QL_READY, now, cb == NULL, err);
 }
 
 static int step_first_error_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now,
@@ -233,7 +245,7 @@ static int step_all_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now
         int rc = ql_step_put(txn, s);
         return rc ? ql_err_set(err, rc, "cannot store a step: %s", ql_strerror(rc)) : 0;
     }
-    return ql_step_set_state(txn, s, QL_READY, now, err);
+    return step_set_state(txn, s, QL_READY, now, true, err);
 }
 
 static int step_discard(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now, ql_err_t *err) {
@@ -242,7 +254,7 @@ static int step_discard(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now, ql_
         return 0;
     if (s->state == QL_ERROR || s->state == QL_PAUSED || s->state == QL_PENDING ||
         s->state == QL_READY || s->state == QL_RUNNING)
-        return ql_step_set_state(txn, s, QL_DISCARDED, now, err);
+        return step_set_state(txn, s, QL_DISCARDED, now, true, err);
     return 0;
 }
 

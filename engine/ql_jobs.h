@@ -49,7 +49,10 @@ int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now
  * Applies an action to a job in one transaction: the job's and its steps' states and the
  * segment effects. *was gets the job's state before (so the caller knows whether a step process
  * must be stopped). QL_EACTION (HTTP 409/400) names the action and the display state when the
- * table forbids it; QL_ENOTFOUND for an unknown job.
+ * table forbids it; QL_ENOTFOUND for an unknown job. The caller stops a RUNNING step's try only
+ * after the commit, so the steps an action moves out of RUNNING keep their token, process group
+ * and leader identity: a crash before the stop leaves them for the step's next try to sweep
+ * (ql_proc.h, Markers). Every other transition out of RUNNING forgets them.
  */
 int ql_job_apply_action(ql_txn_t *txn, const ql_id_t *job, ql_action_t action, int64_t now,
                         ql_state_t *was, ql_err_t *err);

@@ -186,6 +186,9 @@ int ql_proc_kill_group(pid_t pgid);
  *     ql_proc_kill_tokens() SIGKILLs every live process of the server's user whose environment
  *     (/proc/PID/environ) holds one, scanning /proc again until a scan finds none, before the
  *     recovery is committed and so before any interrupted step may start again.
+ *   - No commit forgets a token while the try's processes may run: a shutdown stops and sweeps
+ *     the step before it commits the step back to READY; an action (committed before the stop)
+ *     keeps the token on the step, and the step's next try sweeps it before committing its own.
  *   - The process group is still recorded after spawn (with the leader's start time and the
  *     boot id, ql_proc_ident_of()), and ql_proc_kill_group_checked() kills it only when the
  *     leader is provably the one recorded: a reused pid has another start time, a reboot

@@ -86,10 +86,12 @@ typedef void (*ql_sched_done_cb)(void *arg, int status, const ql_err_t *err);
 int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
                     void *arg);
 
-/* Graceful stop: no new picks. Running steps are put back to READY and stopped (SIGTERM, then
- * SIGKILL after kill_grace_ms) at once when pause_running (the default shutdown), or else waited
- * for, grace_ms at most (< 0: without limit; 0: not at all), after which those still running are
- * put back to READY and stopped the same way; they resume from that step after a restart. No new
+/* Graceful stop: no new picks. Running steps are stopped (SIGTERM, then SIGKILL after
+ * kill_grace_ms) and, once their processes are gone and their markers swept, put back to READY,
+ * at once when pause_running (the default shutdown), or else waited for, grace_ms at most (< 0:
+ * without limit; 0: not at all), after which those still running are stopped and put back the
+ * same way; they resume from that step after a restart. The put-back comes after the stop so
+ * that a crash in between leaves the step RUNNING with its marker, for recovery. No new
  * step or retry starts meanwhile: a job whose step ends goes back to READY at its next step.
  * While it waits, jobs another process moves are still noticed (see the DESIGN). done runs on
  * the loop when nothing of the scheduler is in flight any more (possibly before this returns);

@@ -29,6 +29,7 @@ static void fetch(ql_sched_t *s);
 static void start_step(run_t *run);
 static void run_drop(run_t *run);
 static void park_run(run_t *run);
+static void interrupt_run(run_t *run);
 static void watch_runs(ql_sched_t *s);
 
 /* ---- run bookkeeping ---- */
@@ -265,18 +266,55 @@ static void submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
 
 /* ---- pick ---- */
 
+/*
+ * A step record that still carries a try's marker when its next try begins: an action (PAUSE,
+ * RESTART) committed the step out of RUNNING and only then stopped the try, and a server that
+ * died in between left its processes running (ql_jobs.h, ql_job_apply_action). They are swept
+ * before the next try's marker is committed: one pass over /proc, on the writer thread inside
+ * the transaction, as recovery does. Only that rare path pays: a try that ended on its own,
+ * recovery and shutdown forget the marker once the processes are gone. Returns 0 (the marker
+ * is cleared from st) or an error with err set; st is then unchanged.
+ */
+static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
+    if (!st->token[0])
+        return 0;
+    ql_proc_tokens_t *set;
+    int rc = ql_proc_tokens_new(&set);
+    if (rc)
+        return ql_err_set(err, rc, "out of memory");
+    ql_proc_sweep_t sw = {0};
+    if (!(rc = ql_proc_tokens_add(set, st->token)))
+        rc = ql_proc_kill_tokens(set, &sw);
+    ql_proc_tokens_free(set);
+    char sid[QL_ID_STR_LEN + 8];
+    ql_step_id_format(&st->job, st->seq, sid);
+    if (rc)
+        return ql_err_set(err, rc,
+                          "step %s: cannot make sure its previous try's processes are gone: %s",
+                          sid, ql_strerror(rc));
+    ql_log(s->opts.log, sw.killed ? QL_LOG_WARN : QL_LOG_INFO, "scheduler",
+           "swept the previous try of a step before its next try step=%s killed=%u scans=%u "
+           "reason=\"an action stopped it after its commit\"",
+           sid, sw.killed, sw.scans);
+    st->token[0] = '\0';
+    return 0;
+}
+
 /* Copies the def of step st (read by the caller, updated in place) into the run and marks it
  * RUNNING (one more attempt). A shell step's try gets its marker here, in the transaction that
  * makes it RUNNING, so that it is durable before the process exists (ql_proc.h, Markers); a
  * mutation run again draws a new one, and the run keeps the one that was committed. Simulated
  * steps start no process and get none. */
 static int begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err) {
+    int rc = sweep_previous_try(r->s, st, err);
+    if (rc)
+        return rc;
     st->attempts++;
     st->retry_at = 0;
     st->token[0] = '\0';
     if (!r->s->opts.virtual_steps && strcmp(st->kind, "shell") == 0 && ql_proc_token_new(st->token))
         return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
-    int rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
+    rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
     if (!rc) {
         free(r->def_bytes);
         r->def_bytes = NULL;
@@ -379,6 +417,17 @@ static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_step_t first;
     if ((rc = next_unfinished(txn, &job, 0, &seq, &warned, &first)))
         goto out;
+    if (seq < job.n_steps && first.token[0]) {
+        /* Swept before anything is written, so that a sweep that fails leaves this one job
+         * READY (tried again at a later fetch) instead of failing the whole pick batch. */
+        ql_err_t why = {0};
+        if (sweep_previous_try(s, &first, &why)) {
+            ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "job not started: %s", why.msg);
+            ql_step_free(&first);
+            r->result = RESULT_STALE;
+            goto out;
+        }
+    }
     /* READY -> PENDING -> RUNNING in one write of the record: PENDING is checked against the
      * table like any transition, but no reader could ever see it (it lives inside this
      * transaction), so writing it too would only double the job's index updates. */
@@ -983,6 +1032,21 @@ void ql_sched_step_completed(run_t *r) {
         ql_sched_kick(s);
         return;
     }
+    if (r->stop_first) {
+        /* A shutdown stopped the step (interrupt_run): its processes are gone, put it back. */
+        r->stop_first = false;
+        if (r->swept_rc == 0) {
+            interrupt_run(r);
+            return;
+        }
+        log_job(s, QL_LOG_ERROR, r,
+                "job left RUNNING step=%02u reason=\"the stopped step's processes may still run "
+                "(%s): the next start's recovery sweeps them\"",
+                r->seq, ql_strerror(r->swept_rc));
+        r->cancelled = true;
+        run_drop(r);
+        return;
+    }
     r->phase = RUN_FINISHING;
     r->now = ql_clock_now_ms(s->opts.clock);
     r->end_seq = r->seq;
@@ -1401,11 +1465,28 @@ static void interrupt_done(void *arg, int status, const ql_err_t *err) {
     ql_sched_cancel_run(r, QL_PROC_STOP_SHUTDOWN);
 }
 
-/* Shutdown: writes r's job back to READY, then stops what r runs (its process: SIGTERM, SIGKILL
- * after the kill grace) and drops it. The job resumes from that step after a restart. */
+/*
+ * Shutdown: puts r's job back to READY and drops r; the job resumes from that step after a
+ * restart. A step that runs a process is stopped FIRST (SIGTERM, SIGKILL after the kill grace)
+ * and its marker swept, and only then is the put-back committed (ql_sched_step_completed calls
+ * back here): until that commit the step is RUNNING with its marker, so a server killed while it
+ * waits for the processes to end leaves them to the next start's recovery sweep. Committing
+ * first would forget the marker while they still run. The stop is bounded by the kill grace
+ * (and a sweep), as before; a sweep that fails leaves the job RUNNING, for that recovery.
+ */
 static void interrupt_run(run_t *r) {
     ql_sched_t *s = r->s;
     r->parking = true;
+    if (r->proc && !r->stop_first) {
+        r->stop_first = true;
+        r->swept_rc = 0;
+        log_job(s, QL_LOG_INFO, r,
+                "stopping the step before the job goes back to READY step=%02u reason=\"server "
+                "shutting down%s\"",
+                r->seq, s->grace_expired ? ": the step outlasted qilin.shutdown.grace-ms" : "");
+        ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+        return;
+    }
     r->now = ql_clock_now_ms(s->opts.clock);
     r->refs++;
     if (ql_sched_submit(s, interrupt_fn, r, interrupt_done)) {

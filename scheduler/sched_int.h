@@ -36,8 +36,12 @@ struct run {
     bool parking;
     bool unstarted;   /* parked before its step started: the interrupt takes its try back */
     bool interrupted; /* written by interrupt_fn: it moved the job back to READY */
-    int refs;         /* answers and close callbacks still to come */
-    int64_t now;      /* the time a mutation in flight writes */
+    /* shutdown stops the step's process before it puts the job back (see interrupt_run): the
+     * process's end submits the interrupt, unless its marker's sweep failed (swept_rc < 0) */
+    bool stop_first;
+    int swept_rc;
+    int refs;    /* answers and close callbacks still to come */
+    int64_t now; /* the time a mutation in flight writes */
     /* written by mutations (writer thread) while phase is PICKING or FINISHING */
     run_result_t result;
     ql_state_t final_state;

@@ -175,10 +175,10 @@ static void proc_closed(void *arg) {
  * next try: it is swept now, on the loop thread (one pass over /proc). A try that ended on its
  * own is not swept: a step may leave a daemon behind on purpose (ql_proc.h, Process group).
  */
-static void sweep_stopped_try(run_t *r) {
+static int sweep_stopped_try(run_t *r) {
     ql_proc_tokens_t *set;
     if (ql_proc_tokens_new(&set))
-        return;
+        return UV_ENOMEM;
     ql_proc_sweep_t sw = {0};
     int rc = ql_proc_tokens_add(set, r->token);
     if (!rc)
@@ -195,12 +195,15 @@ static void sweep_stopped_try(run_t *r) {
                "killed processes the stopped step left outside its group step=%02u job=%s "
                "killed=%u",
                r->seq, id, sw.killed);
+    return rc;
 }
 
 static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
     run_t *r = arg;
-    if (res->stop_reason != QL_PROC_STOP_NONE && r->token[0])
-        sweep_stopped_try(r);
+    /* A try a shutdown stopped is swept also when it ended on its own meanwhile: the job goes
+     * back to READY after this, and its next try must not meet what it left. */
+    if ((res->stop_reason != QL_PROC_STOP_NONE || r->stop_first) && r->token[0])
+        r->swept_rc = sweep_stopped_try(r);
     ql_proc_verdict_t v;
     ql_proc_classify(res, r->def.warning_exit_code > 0 ? r->def.warning_exit_code : -1, &v);
     r->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
@@ -304,11 +307,38 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
     return unmet != NULL;
 }
 
+/*
+ * Whether the job engine lock may have been taken by another server since this one committed
+ * the step RUNNING: the store's fencing epoch is read again just before the spawn. The commit
+ * itself is fenced, so a holder that lost the lock before it cannot commit; one that committed
+ * just before the new holder raised the epoch would otherwise spawn after that holder's
+ * recovery swept the step's marker (docs/architecture.md, Threads and durability). One read
+ * transaction per spawn.
+ */
+static bool fenced_before_spawn(ql_sched_t *s, ql_err_t *err) {
+    if (!s->opts.fence || !s->opts.store)
+        return false;
+    ql_txn_t *txn;
+    if (ql_txn_begin(s->opts.store, false, &txn))
+        return false; /* the finish write's own fence check decides */
+    int rc = ql_fence_check(txn, s->opts.fence, err);
+    ql_txn_abort(txn);
+    return rc == QL_EFENCED;
+}
+
 void ql_sched_spawn_shell(run_t *r) {
     ql_sched_t *s = r->s;
     step_params_t sp;
     ql_step_exec_t ex;
     ql_err_t err = {0};
+    if (fenced_before_spawn(s, &err)) {
+        /* Not started; the step's end is refused by fencing too, which stops this scheduler. */
+        r->outcome = QL_ERROR;
+        free(r->msg);
+        r->msg = strdup(err.msg);
+        ql_sched_step_completed(r);
+        return;
+    }
     if (step_params_build(r, &sp, &err) ||
         ql_template_expand_step(&r->def, sp.list, sp.n, &ex, &err)) {
         custom_params_free(&sp.custom);

@@ -226,7 +226,8 @@ static void force(const ql_id_t *id, ql_state_t js, const ql_state_t *steps) {
         if (st == QL_RUNNING) {
             s.attempts = 1;
             s.start_time = now;
-            s.pgid = 4242; /* a recorded process group, which PAUSE must forget */
+            s.pgid = 4242; /* a recorded process group and marker, which actions keep */
+            memcpy(s.token, "0123456789abcdef0123456789abcdef", QL_STEP_TOKEN_LEN + 1);
         }
         if (st == QL_ERROR) {
             s.attempts = 3;
@@ -610,7 +611,9 @@ Test(actions, pause_of_running_returns_the_running_step_to_ready, .init = setup,
     cr_assert_eq(step_state(&job, 0), QL_SUCCEED, "a finished step stays finished");
     ql_step_t s = get_step(&job, 1);
     cr_assert_eq(s.state, QL_READY, "the running step returns to READY");
-    cr_assert_eq(s.pgid, 0, "its process group is forgotten");
+    /* The action commits before the try is stopped: its next try sweeps what a crash left. */
+    cr_assert_eq(s.pgid, 4242, "its process group is kept");
+    cr_assert_str_eq(s.token, "0123456789abcdef0123456789abcdef", "its marker is kept");
     ql_step_free(&s);
     cr_assert_eq(step_state(&job, 2), QL_READY);
     cr_assert_eq(seg_status(&seg), QL_SEG_NEW, "a paused job keeps its NEW segment");
@@ -957,4 +960,37 @@ Test(outcomes, a_job_whose_target_is_gone_becomes_suicidal, .init = setup, .fini
     ql_job_free(&j);
     vworld_stop();
     fsck_clean();
+}
+
+/* RESTART and DISCARD commit before the running try is stopped, as PAUSE does: the marker stays
+ * on the step for its next try's sweep; recovery (which sweeps before it commits) forgets it. */
+Test(actions, restart_and_discard_keep_the_running_try_marker_recovery_forgets_it, .init = setup,
+     .fini = teardown) {
+    const char *tok = "0123456789abcdef0123456789abcdef";
+    ql_action_t acts[] = {QL_ACTION_RESTART, QL_ACTION_DISCARD};
+    ql_state_t to[] = {QL_READY, QL_DISCARDED};
+    for (int i = 0; i < 2; i++) {
+        ql_id_t job = build(i);
+        force(&job, QL_RUNNING, (ql_state_t[]){QL_SUCCEED, QL_RUNNING, QL_READY});
+        ql_err_t err;
+        cr_assert_eq(apply(&job, acts[i], NULL, &err), 0, "%s", err.msg);
+        ql_step_t s = get_step(&job, 1);
+        cr_assert_eq(s.state, to[i]);
+        cr_assert_str_eq(s.token, tok, "%s keeps the marker", ql_action_name(acts[i]));
+        cr_assert_eq(s.pgid, 4242);
+        ql_step_free(&s);
+    }
+    ql_id_t job = build(2);
+    force(&job, QL_RUNNING, (ql_state_t[]){QL_SUCCEED, QL_RUNNING, QL_READY});
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    uint64_t n = 0;
+    ql_err_t err;
+    cr_assert_eq(ql_jobs_recover(t, 1000, NULL, NULL, &n, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_step_t s = get_step(&job, 1);
+    cr_assert_eq(s.state, QL_READY);
+    cr_assert_str_eq(s.token, "", "recovery forgets the marker it swept");
+    cr_assert_eq(s.pgid, 0);
+    ql_step_free(&s);
 }

@@ -18,6 +18,8 @@
  *   ACK <job-id>              a submission is durable (the writer's done callback)
  *   DONE                      --exit-when-done: N jobs exist and every one is final
  * The node's log (INFO) goes to standard error. SIGTERM stops the node gracefully and exits 0.
+ * SIGUSR1 applies PAUSE to every RUNNING job and SIGUSR2 RESUME to every PAUSED one, through the
+ * node's scheduler (a local action). --set KEY=VALUE (repeatable) sets any configuration key.
  */
 #include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
@@ -39,7 +41,7 @@ typedef struct driver {
     ql_log_t log;
     ql_node_t *node;
     uv_timer_t timer;
-    uv_signal_t sigterm;
+    uv_signal_t sigterm, sigusr1, sigusr2;
     long jobs;
     long batch;
     long every_ms;
@@ -196,6 +198,51 @@ static void stopped_cb(void *arg) {
     d->node = NULL;
     uv_close((uv_handle_t *)&d->timer, NULL);
     uv_close((uv_handle_t *)&d->sigterm, NULL);
+    uv_close((uv_handle_t *)&d->sigusr1, NULL);
+    uv_close((uv_handle_t *)&d->sigusr2, NULL);
+}
+
+typedef struct {
+    ql_id_t ids[64];
+    size_t n;
+} ids_t;
+
+static int collect_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    (void)priority;
+    (void)create_time;
+    ids_t *l = arg;
+    if (l->n < sizeof l->ids / sizeof l->ids[0])
+        l->ids[l->n++] = *id;
+    return 0;
+}
+
+static void action_done(void *arg, int status, const ql_err_t *err) {
+    (void)arg;
+    if (status)
+        fprintf(stderr, "node_driver: action failed: %s\n", err ? err->msg : "");
+}
+
+/* The action on every job in state `from` (up to 64), through the node's scheduler. */
+static void act_on(driver_t *d, ql_state_t from, ql_action_t action) {
+    if (d->stopping || !ql_node_is_master(d->node))
+        return;
+    ids_t l = {.n = 0};
+    ql_txn_t *t;
+    if (ql_txn_begin(ql_node_store(d->node), false, &t))
+        return;
+    ql_job_foreach_state_ref(t, from, collect_cb, &l);
+    ql_txn_abort(t);
+    for (size_t i = 0; i < l.n; i++)
+        if (ql_sched_action(ql_node_sched(d->node), &l.ids[i], action, action_done, d))
+            fprintf(stderr, "node_driver: cannot submit an action\n");
+}
+
+static void sigusr_cb(uv_signal_t *h, int sig) {
+    driver_t *d = h->data;
+    if (sig == SIGUSR1)
+        act_on(d, QL_RUNNING, QL_ACTION_PAUSE);
+    else
+        act_on(d, QL_PAUSED, QL_ACTION_RESUME);
 }
 
 static void stop(driver_t *d) {
@@ -237,6 +284,8 @@ static void sigterm_cb(uv_signal_t *h, int sig) {
 int main(int argc, char **argv) {
     driver_t d = {.jobs = 0, .batch = 2, .every_ms = 15, .next_day = -1};
     const char *data = NULL, *templates = NULL, *concurrency = "4", *poll = "30";
+    const char *sets[16];
+    int n_sets = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--exit-when-done") == 0) {
@@ -262,6 +311,8 @@ int main(int argc, char **argv) {
             d.every_ms = atol(v);
         else if (strcmp(a, "--batch") == 0)
             d.batch = atol(v);
+        else if (strcmp(a, "--set") == 0 && n_sets < 16)
+            sets[n_sets++] = v;
         else {
             fprintf(stderr, "node_driver: unknown option %s\n", a);
             return 2;
@@ -271,6 +322,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: node_driver --data DIR --templates FILE [options]\n");
         return 2;
     }
+    /* Until their handlers are installed (after recovery), an early SIGUSR is lost, not fatal. */
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGUSR2, SIG_IGN);
     say("PID %ld\n", (long)getpid());
     if (ql_config_new(&d.cfg))
         die("out of memory", NULL);
@@ -280,6 +334,11 @@ int main(int argc, char **argv) {
     set(d.cfg, "kylin.job.max-concurrent-jobs", concurrency);
     set(d.cfg, "kylin.job.scheduler.poll-interval-second", poll);
     set(d.cfg, "qilin.step.kill-grace-ms", "500");
+    for (int i = 0; i < n_sets; i++) {
+        ql_err_t err = {0};
+        if (ql_config_set_arg(d.cfg, sets[i], &err))
+            die("config", &err);
+    }
     ql_log_init(&d.log, QL_LOG_INFO);
 
     d.loop = uv_default_loop();
@@ -299,6 +358,12 @@ int main(int argc, char **argv) {
     uv_signal_init(d.loop, &d.sigterm);
     d.sigterm.data = &d;
     uv_signal_start(&d.sigterm, sigterm_cb, SIGTERM);
+    uv_signal_init(d.loop, &d.sigusr1);
+    d.sigusr1.data = &d;
+    uv_signal_start(&d.sigusr1, sigusr_cb, SIGUSR1);
+    uv_signal_init(d.loop, &d.sigusr2);
+    d.sigusr2.data = &d;
+    uv_signal_start(&d.sigusr2, sigusr_cb, SIGUSR2);
     uv_run(d.loop, UV_RUN_DEFAULT);
     uv_loop_close(d.loop);
     ql_config_free(d.cfg);

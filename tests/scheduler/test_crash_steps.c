@@ -145,7 +145,8 @@ static void remove_world(void) {
     dir[0] = '\0';
 }
 
-static pid_t start_driver(int round) {
+/* The driver of round `round`, with configuration `set` (KEY=VALUE, or NULL). */
+static pid_t start_driver_set(int round, const char *set) {
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/driver-%02d.err", dir, round);
     pid_t pid = fork(); /* no Criterion call may run in the child */
@@ -157,12 +158,16 @@ static pid_t start_driver(int round) {
         if (e >= 0)
             dup2(e, STDERR_FILENO);
         execl(DRIVER, DRIVER, "--data", data, "--templates", templates_path, "--jobs", "1",
-              "--concurrency", "1", (char *)NULL);
+              "--concurrency", "1", set ? "--set" : (char *)NULL, set, (char *)NULL);
         _exit(127);
     }
     cr_assert_geq(pid, 0);
     driver_pid = pid;
     return pid;
+}
+
+static pid_t start_driver(int round) {
+    return start_driver_set(round, NULL);
 }
 
 static void kill_driver(pid_t pid) {
@@ -559,4 +564,117 @@ Test(crash_steps, a_stopped_try_leaves_nothing_outside_its_group, .timeout = 60,
     snprintf(err_path, sizeof err_path, "%s/driver-00.err", dir);
     const char *why[] = {"killed processes the stopped step left outside its group", NULL};
     cr_assert(ql_test_file_has_line(err_path, why), "the server did not say it swept the try");
+}
+
+/* ---- a kill between a step's commit out of RUNNING and its processes' end ---- */
+
+/* The holders of hold_script, deaf to SIGTERM: a stopped try's processes outlive its stop by
+ * the whole kill grace (SIGKILL comes only then), which holds the window open. */
+static const char stubborn_prefix[] = "trap '' TERM\n";
+
+/* The driver's log of round `round` has a line holding every needle (NULL-terminated), polled
+ * until the deadline. */
+static void wait_for_log(int round, const char *const *needles, const char *what) {
+    char err_path[160];
+    snprintf(err_path, sizeof err_path, "%s/driver-%02d.err", dir, round);
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    while (!ql_test_file_has_line(err_path, needles)) {
+        cr_assert_lt(ql_test_mono_ms(), deadline, "round %d: %s never happened", round, what);
+        struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+}
+
+/* Starts the world with the stubborn step and a long kill grace, and waits for try 0 to run
+ * with both holders. */
+static pid_t start_stubborn_try(const char *name, hist_t *h) {
+    cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
+    static char body[sizeof stubborn_prefix + sizeof hold_script];
+    snprintf(body, sizeof body, "%s%s", stubborn_prefix, hold_script);
+    make_world(name, body, "");
+    memset(h, 0, sizeof *h);
+    pid_t d = start_driver_set(0, "qilin.step.kill-grace-ms=20000");
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    while (h->n < 1 || h->tries[0].n_children < 2) {
+        read_log(h);
+        cr_assert_lt(ql_test_mono_ms(), deadline, "the try never had both holders running");
+        struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+    return d;
+}
+
+/* Waits for try `round` to start (reaping and noting ends meanwhile), then checks that no
+ * process of an earlier try is alive and no try saw another's lock. */
+static void wait_try_and_check(hist_t *h, int round) {
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    while (h->n <= round) {
+        reap_all();
+        note_ends(h, round);
+        read_log(h);
+        cr_assert_lt(ql_test_mono_ms(), deadline, "try %d never started", round);
+        struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+    check_earlier_gone(h, round);
+    /* The new try's own start checked the locks; its holders log OVERLAP a moment later. */
+    int64_t until = ql_test_mono_ms() + DEADLINE_MS;
+    while (h->tries[round].n_children < 2 && ql_test_mono_ms() < until)
+        read_log(h);
+    cr_assert_eq(h->overlaps, 0, "%s", h->overlap);
+}
+
+/* SIGTERM, and SIGKILL once the shutdown has said it stops the step (old code: once it put the
+ * job back to READY). The step's processes outlive the server (its holders ignore SIGTERM and
+ * the kill grace is long); the next start must sweep them before the next try. */
+Test(crash_steps, sigkill_during_a_graceful_shutdown_leaves_nothing_to_the_next_try, .timeout = 90,
+     .fini = remove_world) {
+    static hist_t h;
+    pid_t d = start_stubborn_try("shutdownkill", &h);
+    cr_assert_eq(kill(d, SIGTERM), 0);
+    const char *stopping[] = {"server shutting down", NULL};
+    wait_for_log(0, stopping, "the shutdown's stop of the step");
+    kill_driver(d);
+    cr_assert_neq(try_alive(&h.tries[0]), 0, "the stopped try outlives its server (the window)");
+    d = start_driver(1);
+    wait_try_and_check(&h, 1);
+    const char *swept[] = {"swept the processes of interrupted steps", "steps=1", NULL};
+    wait_for_log(1, swept, "recovery's sweep of the stopped try");
+    stop_driver(d);
+}
+
+/* PAUSE through the node's action call; SIGKILL once the action is committed and answered,
+ * while its step's processes still run. RESUME after the restart: the next try must come only
+ * after they are gone. */
+Test(crash_steps, sigkill_after_a_pause_before_its_step_stopped_leaves_nothing_to_the_next_try,
+     .timeout = 90, .fini = remove_world) {
+    static hist_t h;
+    pid_t d = start_stubborn_try("pausekill", &h);
+    cr_assert_eq(kill(d, SIGUSR1), 0);
+    const char *paused[] = {"job action PAUSE", NULL};
+    wait_for_log(0, paused, "the PAUSE");
+    kill_driver(d);
+    cr_assert_neq(try_alive(&h.tries[0]), 0, "the paused try outlives its server (the window)");
+    d = start_driver(1);
+    /* SIGUSR2 would kill a driver that has not reached main yet, and one still starting ignores
+     * it: sent once the driver holds the lock, until the RESUME is done. */
+    const char *master[] = {"holding the job engine lock", NULL};
+    wait_for_log(1, master, "the restart");
+    char err_path[160];
+    snprintf(err_path, sizeof err_path, "%s/driver-01.err", dir);
+    const char *resumed[] = {"job action RESUME", NULL};
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    while (!ql_test_file_has_line(err_path, resumed)) {
+        cr_assert_lt(ql_test_mono_ms(), deadline, "the RESUME never happened");
+        kill(d, SIGUSR2);
+        int64_t next = ql_test_mono_ms() + 100;
+        while (ql_test_mono_ms() < next && !ql_test_file_has_line(err_path, resumed)) {
+            struct timespec tick = {0, 2000000};
+            nanosleep(&tick, NULL);
+        }
+    }
+    wait_try_and_check(&h, 1);
+    const char *swept[] = {"swept the previous try of a step before its next try", NULL};
+    wait_for_log(1, swept, "the next try's sweep of the paused try");
+    stop_driver(d);
 }

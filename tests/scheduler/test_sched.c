@@ -63,6 +63,10 @@ typedef struct world {
     /* restart: the old try's process group, which must be gone when the new try starts */
     int old_pgid;
     int started_while_old_alive;
+    /* takeover: the hook raises the fencing epoch as the first step starts (another server
+     * took the lock between the pick's commit and the spawn), and keeps that try's marker */
+    bool raise_at_start, raised;
+    char raised_token[QL_STEP_TOKEN_LEN + 1];
 } world_t;
 
 static world_t w;
@@ -381,9 +385,18 @@ static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq) {
         x->max_running_p1 = (int)p1;
     if (x->old_pgid && !ql_test_group_gone(x->old_pgid))
         x->started_while_old_alive++;
+    if (x->raise_at_start && !x->raised)
+        memcpy(x->raised_token, s.token, sizeof x->raised_token);
     ql_job_free(&j);
     ql_step_free(&s);
     ql_txn_abort(t);
+    if (x->raise_at_start && !x->raised) {
+        x->raised = true;
+        uint64_t e;
+        cr_assert_eq(ql_txn_begin(ql_node_store(x->node), true, &t), 0);
+        cr_assert_eq(ql_fence_raise(t, &e), 0);
+        cr_assert_eq(ql_txn_commit(t), 0);
+    }
 }
 
 static int starts_of(const ql_id_t *job, uint32_t seq) {
@@ -1244,4 +1257,37 @@ Test(virtual_clock, a_dispatcher_submission_under_an_old_token_is_refused_and_wr
     op.fence = 2; /* the current holder's token */
     cr_assert_eq(ql_writer_call(v.writer, ql_submit_fn, &op, &err), 0, "%s", err.msg);
     vsched_close(&v);
+}
+
+/* ---- takeover: the epoch raised between a step's RUNNING commit and its spawn ---- */
+
+static bool cond_demoted(const void *arg) {
+    (void)arg;
+    return w.raised && !ql_node_is_master(w.node);
+}
+
+/* The pick's commit was fenced under the old epoch and so allowed; another server raises the
+ * epoch (and sweeps the step's marker in its recovery) before this one spawns. The spawn must
+ * not happen: it would run beside the new holder's try of the step. */
+Test(node, a_step_committed_before_a_takeover_is_not_spawned_after_it, .fini = teardown,
+     .timeout = 30) {
+    start_node("templates:\n  INC_BUILD:\n    steps:\n"
+               "      - {name: s, kind: shell, argv: [/bin/sh, -c, "
+               "'echo \"$QILIN_STEP_TOKEN\" >> @DIR@/ran']}\n",
+               NULL);
+    w.raise_at_start = true;
+    submit(0);
+    ql_node_kick(w.node);
+    cr_assert(ql_test_drive_until(&w.loop, cond_demoted, NULL, DEADLINE_MS),
+              "the scheduler never noticed the lost lock");
+    cr_assert_eq(strlen(w.raised_token), QL_STEP_TOKEN_LEN);
+    char path[256], line[128];
+    snprintf(path, sizeof path, "%s/ran", w.dir);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        cr_assert_str_neq(line, w.raised_token, "the try committed before the takeover ran");
+    }
+    if (f)
+        fclose(f);
 }
