@@ -18,6 +18,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -996,20 +997,8 @@ static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *ex
     cr_assert_eq(ql_store_open(&so, &v->store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &v->tpl, &err), 0, "%s",
                  err.msg);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(v->store, true, &t), 0);
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
-    ql_model_t m = {0};
-    snprintf(m.name, sizeof m.name, "m");
-    snprintf(m.project, sizeof m.project, "p");
-    m.partitioned = true;
-    snprintf(m.partition_column, sizeof m.partition_column, "dt");
-    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
-    cr_assert_eq(ql_txn_commit(t), 0);
-    v->model = m.id;
+    cr_assert_eq(ql_test_create_dt_model(v->store, "p", "m", BASE, &v->model, &err), 0, "%s",
+                 err.msg);
 
     cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
     ql_writer_opts_t wo = {.manual = true};
