@@ -89,9 +89,7 @@ static int log_index(const char *needle) {
 static void start_a(void) {
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, err_path, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, err_path, DEADLINE_MS);
 }
 
 static void stop_a(int sig) {

@@ -101,9 +101,7 @@ static void start_b(void) {
 static void start_a(void) {
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, err_path, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, err_path, DEADLINE_MS);
 }
 
 static bool cond_model_exists(const void *arg) {

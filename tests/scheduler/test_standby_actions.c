@@ -67,9 +67,7 @@ static struct {
 /* ---- server A: node_driver in its own process ---- */
 
 static void start_a(void) {
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, w.a_log, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, w.a_log, DEADLINE_MS);
 }
 
 /* Whether A's log (its stderr) holds every needle (NULL-terminated) on one line. */
