@@ -479,6 +479,23 @@ UNUSED static void do_set_auth(srv_t *s, void *arg) {
     ql_http_router_set_auth(s->router, auth);
 }
 
+/* Gives the server user alice, password s3cret (an ADMIN); the tests send her header as
+ * "Authorization: Basic YWxpY2U6czNjcmV0". */
+UNUSED static void srv_use_alice(void) {
+    char hash[crypto_pwhash_STRBYTES];
+    cr_assert_geq(sodium_init(), 0);
+    cr_assert_eq(fast_hash("s3cret", hash), 0);
+    ql_auth_user_t users[] = {{"alice", hash, QL_AUTH_ROLE_ADMIN}};
+    ql_auth_config_t cfg;
+    ql_auth_config_default(&cfg);
+    cfg.users = users;
+    cfg.n_users = 1;
+    ql_auth_t *auth;
+    /* Created here, used only on the loop thread once handed over. */
+    cr_assert_eq(ql_auth_new(&S.loop, &cfg, &auth, NULL), 0);
+    on_loop(&S, do_set_auth, auth);
+}
+
 UNUSED static void do_respond_held(srv_t *s, void *arg) {
     size_t i = (size_t)(uintptr_t)arg;
     ql_http_req_t *req = s->held[i];
