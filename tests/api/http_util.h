@@ -466,6 +466,18 @@ UNUSED static bool cl_nothing_yet(client_t *c) {
     return c->len == 0 && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+/* Sends n bytes of request on a new connection and asserts the answer is 400 and the server
+ * then closes the connection; case_no names the case in a failure. */
+UNUSED static void cl_expect_400_close(const char *request, size_t n, size_t case_no) {
+    client_t *c = cl_connect();
+    cl_sendn(c, request, n);
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0, "case %zu", case_no);
+    cr_assert_eq(r.status, 400, "case %zu", case_no);
+    cr_assert(cl_closed(c), "case %zu", case_no);
+    cl_close(c);
+}
+
 /* ---- authentication ---- */
 
 UNUSED static int fast_hash(const char *pw, char out[crypto_pwhash_STRBYTES]) {

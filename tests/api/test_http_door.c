@@ -213,15 +213,8 @@ Test(http_door, a_lone_invalid_request_gets_400_then_close) {
         {"get /echo HTTP/1.1\r\n\r\n", 22},
         {"{\"name\":\"x\"}\r\n\r\n", 16},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        client_t *c = cl_connect();
-        cl_sendn(c, bad[i].bytes, bad[i].len);
-        response_t r;
-        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
-        cr_assert_eq(r.status, 400, "case %zu", i);
-        cr_assert(cl_closed(c), "case %zu", i);
-        cl_close(c);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cl_expect_400_close(bad[i].bytes, bad[i].len, i);
     cr_assert_eq(handled(), 0);
 }
 
@@ -233,15 +226,8 @@ Test(http_door, whitespace_before_a_header_colon_gets_400) {
         "GET /echo HTTP/1.1\r\n Host: x\r\n\r\n",
         "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        client_t *c = cl_connect();
-        cl_send(c, bad[i]);
-        response_t r;
-        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
-        cr_assert_eq(r.status, 400, "case %zu", i);
-        cr_assert(cl_closed(c), "case %zu", i);
-        cl_close(c);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cl_expect_400_close(bad[i], strlen(bad[i]), i);
     cr_assert_eq(handled(), 0);
     /* Whitespace after the colon is fine. */
     client_t *c = cl_connect();
