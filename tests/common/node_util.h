@@ -18,6 +18,16 @@ ql_config_t *ql_test_node_config(const char *data, const char *templates,
  * Returns the job's id. */
 ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *model, int64_t start,
                            int64_t end, int64_t now, int64_t deadline_ms);
+/* Reads through node's store, each in a read transaction of its own; each asserts the record
+ * is there. The job and step returned are the caller's to free (ql_job_free, ql_step_free). */
+ql_job_t ql_test_node_job(ql_node_t *node, const ql_id_t *id);
+ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq);
+/* The job engine lock's fencing epoch as stored (job_engine_epoch). */
+uint64_t ql_test_node_epoch(ql_node_t *node);
+/* Asserts that the first step of job printed "ppid=<pid>": a step whose template echoes
+ * $PPID ran on the server with that pid. */
+void ql_test_node_assert_ran_on(ql_node_t *node, const ql_id_t *job, long pid);
+
 /* Stops node and drives loop until it has stopped (asserted within deadline_ms). */
 void ql_test_node_stop(uv_loop_t *loop, ql_node_t *node, int64_t deadline_ms);
 

@@ -184,55 +184,11 @@ static ql_id_t submit_b(const ql_id_t *model, int day) {
                               BASE + day, DEADLINE_MS);
 }
 
-static ql_job_t get_job(const ql_id_t *id) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_job_t j;
-    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
-    ql_txn_abort(t);
-    return j;
-}
-
-static ql_step_t get_step(const ql_id_t *id, uint32_t seq) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_step_t s;
-    cr_assert_eq(ql_step_get(t, id, seq, &s), 0);
-    ql_txn_abort(t);
-    return s;
-}
-
 static bool cond_succeed(const void *arg) {
-    ql_job_t j = get_job(arg);
+    ql_job_t j = ql_test_node_job(w.b, arg);
     bool ok = j.state == QL_SUCCEED;
     ql_job_free(&j);
     return ok;
-}
-
-static char *output(const ql_id_t *id) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    char *out = NULL;
-    size_t len;
-    cr_assert_eq(ql_output_get(t, id, 0, &out, &len), 0);
-    ql_txn_abort(t);
-    return out;
-}
-
-static void assert_ran_on(const ql_id_t *job, long pid) {
-    char *o = output(job), want[64];
-    snprintf(want, sizeof want, "ppid=%ld\n", pid);
-    cr_assert_str_eq(o, want, "the job ran on the wrong server");
-    free(o);
-}
-
-static uint64_t epoch(void) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    uint64_t e = 0;
-    cr_assert_eq(ql_meta_get_u64(t, "job_engine_epoch", &e), 0);
-    ql_txn_abort(t);
-    return e;
 }
 
 static bool cond_b_master(const void *arg) {
@@ -254,7 +210,7 @@ typedef struct {
 
 static bool cond_pgid(const void *arg) {
     pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = get_step(&p->job, 0);
+    ql_step_t s = ql_test_node_step(w.b, &p->job, 0);
     if (s.state == QL_RUNNING && s.pgid > 0)
         p->pgid = s.pgid;
     ql_step_free(&s);
@@ -275,14 +231,14 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
                        ql_node_lock_holder(w.b), want);
     cr_assert_geq(log_index("standby: the job engine lock is held by pid"), 0,
                   "B logs who holds the lock");
-    uint64_t a_epoch = epoch();
+    uint64_t a_epoch = ql_test_node_epoch(w.b);
 
     /* A job submitted through B is run by A (its poll finds it: B cannot kick A). */
     ql_id_t j1 = submit_b(&w.model, 0);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j1, DEADLINE_MS),
               "A did not run the job");
-    assert_ran_on(&j1, a_pid);
-    ql_job_t j = get_job(&j1);
+    ql_test_node_assert_ran_on(w.b, &j1, a_pid);
+    ql_job_t j = ql_test_node_job(w.b, &j1);
     cr_assert_eq(j.fence, a_epoch, "A moved it under its fencing epoch");
     ql_job_free(&j);
     ql_test_drive_for(&w.loop, 1200); /* a standby poll or more: B still stands by */
@@ -303,8 +259,8 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
     cr_assert_str_eq(ql_node_lock_holder(w.b), "");
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j2, DEADLINE_MS),
               "B did not run the READY job");
-    assert_ran_on(&j2, (long)getpid());
-    j = get_job(&j2);
+    ql_test_node_assert_ran_on(w.b, &j2, (long)getpid());
+    j = ql_test_node_job(w.b, &j2);
     cr_assert_eq(j.fence, a_epoch + 1, "a new holding raises the fencing epoch");
     ql_job_free(&j);
 }
@@ -327,8 +283,8 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
               "B did not take over within 3 s");
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
-    assert_ran_on(&job, (long)getpid());
-    ql_step_t s = get_step(&job, 0);
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
+    ql_step_t s = ql_test_node_step(w.b, &job, 0);
     cr_assert_eq(s.attempts, 2, "the interrupted try and B's");
     ql_step_free(&s);
     cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
@@ -362,7 +318,7 @@ static bool cond_a_logged(const void *arg) {
  * no two servers run the same job at once.) */
 Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
     create_marker_model();
-    uint64_t a_epoch = epoch();
+    uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t job = submit_b(&w.marker_model, 0);
     pgid_wait_t pw = {job, 0};
     cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
@@ -374,15 +330,15 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_eq(unlink(lock_path), 0);
     cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
               "B did not take the new lock file within 3 s");
-    cr_assert_eq(epoch(), a_epoch + 1, "B's holding raised the epoch");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "B's holding raised the epoch");
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "lost the job engine lock", 3000),
               "A did not step down");
     cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
               "A's step (process group %d) still runs", pw.pgid);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
-    assert_ran_on(&job, (long)getpid());
-    ql_job_t j = get_job(&job);
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
+    ql_job_t j = ql_test_node_job(w.b, &job);
     cr_assert_eq(j.fence, a_epoch + 1, "the job's last moves were B's");
     ql_job_free(&j);
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "standby: the job engine lock is held by",
@@ -395,7 +351,7 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_eq(stat(lock_path, &st), 0, "the lock file exists again");
     ql_test_drive_for(&w.loop, 3500);
     cr_assert(ql_node_is_master(w.b), "B is still the master");
-    cr_assert_eq(epoch(), a_epoch + 1, "nobody took the lock since");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "nobody took the lock since");
 }
 
 /* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */
