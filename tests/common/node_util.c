@@ -89,6 +89,28 @@ ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq) {
     return s;
 }
 
+typedef struct {
+    ql_node_t *node;
+    ql_id_t job;
+    uint32_t seq;
+    int pgid;
+} pgid_wait_t;
+
+static bool cond_pgid(const void *arg) {
+    pgid_wait_t *p = (pgid_wait_t *)arg; /* ql_test_drive_until passes arg through */
+    ql_step_t s = ql_test_node_step(p->node, &p->job, p->seq);
+    if (s.state == QL_RUNNING && s.pgid > 0)
+        p->pgid = s.pgid;
+    ql_step_free(&s);
+    return p->pgid > 0;
+}
+
+int ql_test_node_wait_pgid(uv_loop_t *loop, ql_node_t *node, const ql_id_t *job, uint32_t seq,
+                           int64_t deadline_ms) {
+    pgid_wait_t p = {.node = node, .job = *job, .seq = seq};
+    return ql_test_drive_until(loop, cond_pgid, &p, deadline_ms) ? p.pgid : 0;
+}
+
 uint64_t ql_test_node_epoch(ql_node_t *node) {
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);

@@ -24,6 +24,11 @@ ql_job_t ql_test_node_job(ql_node_t *node, const ql_id_t *id);
 ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq);
 /* The job engine lock's fencing epoch as stored (job_engine_epoch). */
 uint64_t ql_test_node_epoch(ql_node_t *node);
+/* Drives loop until step seq of job runs with a recorded process group (within deadline_ms);
+ * returns that pgid, or 0 when the deadline passed (the caller asserts, saying what it
+ * waited for). */
+int ql_test_node_wait_pgid(uv_loop_t *loop, ql_node_t *node, const ql_id_t *job, uint32_t seq,
+                           int64_t deadline_ms);
 /* Asserts that the first step of job printed "ppid=<pid>": a step whose template echoes
  * $PPID ran on the server with that pid. */
 void ql_test_node_assert_ran_on(ql_node_t *node, const ql_id_t *job, long pid);

@@ -203,20 +203,6 @@ static bool cond_marker(const void *arg) {
     return access(p, F_OK) == 0;
 }
 
-typedef struct {
-    ql_id_t job;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = ql_test_node_step(w.b, &p->job, 0);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
-}
-
 /* ---- tests ---- */
 
 Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, .init = setup,
@@ -269,9 +255,8 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
     long a_pid = (long)w.a.proc.pid;
     create_marker_model();
     ql_id_t job = submit_b(&w.marker_model, 0);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS),
               "the step never touched its marker");
     cr_assert_not(ql_node_is_master(w.b));
@@ -287,8 +272,8 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
     ql_step_t s = ql_test_node_step(w.b, &job, 0);
     cr_assert_eq(s.attempts, 2, "the interrupted try and B's");
     ql_step_free(&s);
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "the process group %d of A's try survives", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "the process group %d of A's try survives", pgid);
 
     /* Recovery ran before B scheduled anything. */
     int rec = log_index("recovered interrupted jobs count=1");
@@ -320,9 +305,8 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     create_marker_model();
     uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t job = submit_b(&w.marker_model, 0);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
 
     char lock_path[160];
@@ -333,8 +317,8 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "B's holding raised the epoch");
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "lost the job engine lock", 3000),
               "A did not step down");
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "A's step (process group %d) still runs", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "A's step (process group %d) still runs", pgid);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
     ql_test_node_assert_ran_on(w.b, &job, (long)getpid());

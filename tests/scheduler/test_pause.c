@@ -185,20 +185,6 @@ static bool cond_succeed(const void *arg) {
     return ok;
 }
 
-typedef struct {
-    ql_id_t job;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = ql_test_node_step(w.b, &p->job, 0);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
-}
-
 static bool cond_marker(const void *arg) {
     (void)arg;
     char p[128];
@@ -251,9 +237,8 @@ Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fi
     uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t model = create_model("marker_m", "marker");
     ql_id_t job = ql_test_node_build(&w.loop, w.b, &model, BASE, BASE + DAY, BASE, DEADLINE_MS);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
 
     /* Stopped for less than the lease: left alone, still the master afterwards. */
@@ -287,8 +272,8 @@ Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fi
     ql_job_t j = ql_test_node_job(w.b, &job);
     cr_assert_eq(j.fence, a_epoch + 1, "the job's last moves were B's");
     ql_job_free(&j);
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "the process group %d of A's try survives", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "the process group %d of A's try survives", pgid);
 }
 
 /* A new master may wait up to the stall bound for a write while it takes the lock, without

@@ -169,27 +169,11 @@ static void wait_job(const ql_id_t *job, ql_state_t st) {
               ql_state_name(job_state(job)));
 }
 
-/* The process group of step seq once it runs and its pgid is recorded. */
-typedef struct {
-    ql_id_t job;
-    uint32_t seq;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = get_step(&p->job, p->seq);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
-}
-
+/* The process group of step seq once it runs and its pgid is recorded (asserted). */
 static int wait_pgid(const ql_id_t *job, uint32_t seq) {
-    pgid_wait_t p = {*job, seq, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &p, DEADLINE_MS),
-              "step %u never ran with a process group", seq);
-    return p.pgid;
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.node, job, seq, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "step %u never ran with a process group", seq);
+    return pgid;
 }
 
 static void create_project(const char *name, const char *limit, const char *tz) {
