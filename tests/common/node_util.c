@@ -89,6 +89,20 @@ ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq) {
     return s;
 }
 
+bool ql_test_node_find_model(ql_node_t *node, const char *project, const char *name, ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    ql_model_t m;
+    int rc = ql_model_find(t, project, name, 0, &m);
+    if (rc == 0) {
+        if (id)
+            *id = m.id;
+        ql_model_free(&m);
+    }
+    ql_txn_abort(t);
+    return rc == 0;
+}
+
 typedef struct {
     ql_node_t *node;
     ql_id_t job;

@@ -4,6 +4,7 @@
 
 #include "scheduler/ql_node.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -22,6 +23,9 @@ ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *mode
  * is there. The job and step returned are the caller's to free (ql_job_free, ql_step_free). */
 ql_job_t ql_test_node_job(ql_node_t *node, const ql_id_t *id);
 ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq);
+/* Whether node's store has model name in project; when it has, *id (unless NULL) gets its id.
+ * Any read error counts as absent. */
+bool ql_test_node_find_model(ql_node_t *node, const char *project, const char *name, ql_id_t *id);
 /* The job engine lock's fencing epoch as stored (job_engine_epoch). */
 uint64_t ql_test_node_epoch(ql_node_t *node);
 /* Drives loop until step seq of job runs with a recorded process group (within deadline_ms);

@@ -109,13 +109,8 @@ static void start_b(void) {
 }
 
 static ql_id_t find_model(const char *name) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    cr_assert_eq(ql_model_find(t, "p", name, 0, &m), 0);
-    ql_id_t id = m.id;
-    ql_model_free(&m);
-    ql_txn_abort(t);
+    ql_id_t id;
+    cr_assert(ql_test_node_find_model(w.b, "p", name, &id), "no model p/%s", name);
     return id;
 }
 
@@ -136,14 +131,7 @@ static void create_marker_model(void) {
 }
 
 static bool cond_model_exists(const void *arg) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", arg, 0, &m);
-    if (rc == 0)
-        ql_model_free(&m);
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", arg, NULL);
 }
 
 static void setup(void) {

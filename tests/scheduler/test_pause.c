@@ -105,14 +105,7 @@ static void start_a(void) {
 }
 
 static bool cond_model_exists(const void *arg) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", arg, 0, &m);
-    if (rc == 0)
-        ql_model_free(&m);
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", arg, NULL);
 }
 
 static void init_dirs(void) {

@@ -108,16 +108,7 @@ static void start_b(void) {
 
 static bool cond_model(const void *arg) {
     (void)arg;
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", "m", 0, &m);
-    if (rc == 0) {
-        w.model = m.id;
-        ql_model_free(&m);
-    }
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", "m", &w.model);
 }
 
 static void setup(void) {
