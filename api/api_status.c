@@ -84,6 +84,13 @@ static void metric(ql_api_sb_t *b, const char *name, const char *type, const cha
     ql_api_sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A metric with one unlabelled sample: its HELP and TYPE lines, then "name value". */
+static void metric_u64(ql_api_sb_t *b, const char *name, const char *type, const char *help,
+                       uint64_t value) {
+    metric(b, name, type, help);
+    ql_api_sb_printf(b, "%s %llu\n", name, (unsigned long long)value);
+}
+
 static void stat_cb(const char *route, int status, uint64_t count, void *arg) {
     ql_api_sb_printf(arg, "qilin_api_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route,
                      status, (unsigned long long)count);
@@ -102,8 +109,7 @@ static void write_jobs(ql_api_t *api, ql_api_sb_t *b) {
     }
     uint64_t projects = 0;
     if (ql_project_count(txn, &projects) == 0) {
-        metric(b, "qilin_projects", "gauge", "Projects in the store.");
-        ql_api_sb_printf(b, "qilin_projects %llu\n", (unsigned long long)projects);
+        metric_u64(b, "qilin_projects", "gauge", "Projects in the store.", projects);
     }
     ql_txn_abort(txn);
 }
@@ -113,11 +119,9 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
     ql_dispatcher_stats_t ds = {0};
     if (d)
         ql_dispatcher_get_stats(d, &ds);
-    metric(b, "qilin_dispatcher_active", "gauge",
-           "1 when this server runs the automatic segment build dispatcher.");
-    ql_api_sb_printf(b, "qilin_dispatcher_active %d\n", d ? 1 : 0);
-    metric(b, "qilin_dispatcher_scans_total", "counter", "Dispatcher scans run.");
-    ql_api_sb_printf(b, "qilin_dispatcher_scans_total %llu\n", (unsigned long long)ds.scans);
+    metric_u64(b, "qilin_dispatcher_active", "gauge",
+               "1 when this server runs the automatic segment build dispatcher.", d ? 1 : 0);
+    metric_u64(b, "qilin_dispatcher_scans_total", "counter", "Dispatcher scans run.", ds.scans);
     metric(b, "qilin_dispatcher_last_scan_duration_seconds", "gauge",
            "Duration of the last dispatcher scan.");
     ql_api_sb_printf(b, "qilin_dispatcher_last_scan_duration_seconds %.6f\n",
@@ -128,9 +132,8 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
         ql_api_sb_printf(b, "qilin_dispatcher_last_scan_cycles{state=\"%s\"} %llu\n",
                          ql_cycle_state_name((ql_cycle_state_t)s),
                          (unsigned long long)ds.states[s]);
-    metric(b, "qilin_dispatcher_cycle_cache_entries", "gauge",
-           "Cycles in the dispatcher's cycle cache.");
-    ql_api_sb_printf(b, "qilin_dispatcher_cycle_cache_entries %zu\n", ds.cache_entries);
+    metric_u64(b, "qilin_dispatcher_cycle_cache_entries", "gauge",
+               "Cycles in the dispatcher's cycle cache.", ds.cache_entries);
 
     ql_api_stats_t as = api->stats;
     metric(b, "qilin_submissions_total", "counter", "Jobs submitted, by source and job type.");
@@ -150,8 +153,8 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
                      "qilin_submission_failures_total{source=\"dispatcher\"} %llu\n",
                      (unsigned long long)as.submit_failures,
                      (unsigned long long)ds.submit_failures);
-    metric(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.");
-    ql_api_sb_printf(b, "qilin_job_actions_total %llu\n", (unsigned long long)as.actions);
+    metric_u64(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.",
+               as.actions);
 }
 
 static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
@@ -159,37 +162,35 @@ static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
     ql_sched_stats_t ss = {0};
     if (s)
         ql_sched_get_stats(s, &ss);
-    metric(b, "qilin_scheduler_master", "gauge",
-           "1 when this server holds the job engine lock and schedules.");
-    ql_api_sb_printf(b, "qilin_scheduler_master %d\n", ql_node_is_master(api->node) ? 1 : 0);
-    metric(b, "qilin_scheduler_running_jobs", "gauge", "Jobs running on this server now.");
-    ql_api_sb_printf(b, "qilin_scheduler_running_jobs %u\n", ss.running);
-    metric(b, "qilin_scheduler_jobs_picked_total", "counter", "Jobs started by this server.");
-    ql_api_sb_printf(b, "qilin_scheduler_jobs_picked_total %llu\n", (unsigned long long)ss.picked);
-    metric(b, "qilin_scheduler_steps_run_total", "counter", "Step tries started by this server.");
-    ql_api_sb_printf(b, "qilin_scheduler_steps_run_total %llu\n", (unsigned long long)ss.steps_run);
+    metric_u64(b, "qilin_scheduler_master", "gauge",
+               "1 when this server holds the job engine lock and schedules.",
+               ql_node_is_master(api->node) ? 1 : 0);
+    metric_u64(b, "qilin_scheduler_running_jobs", "gauge", "Jobs running on this server now.",
+               ss.running);
+    metric_u64(b, "qilin_scheduler_jobs_picked_total", "counter", "Jobs started by this server.",
+               ss.picked);
+    metric_u64(b, "qilin_scheduler_steps_run_total", "counter",
+               "Step tries started by this server.", ss.steps_run);
 
     ql_writer_stats_t ws;
     ql_writer_get_stats(ql_node_writer(api->node), &ws);
-    metric(b, "qilin_writer_commits_total", "counter",
-           "Write transactions committed (each one fsync, shared by its batch).");
-    ql_api_sb_printf(b, "qilin_writer_commits_total %llu\n", (unsigned long long)ws.batches);
-    metric(b, "qilin_writer_mutations_total", "counter", "Mutations applied by the writer.");
-    ql_api_sb_printf(b, "qilin_writer_mutations_total %llu\n", (unsigned long long)ws.mutations);
-    metric(b, "qilin_writer_mutations_failed_total", "counter", "Mutations that failed.");
-    ql_api_sb_printf(b, "qilin_writer_mutations_failed_total %llu\n",
-                     (unsigned long long)ws.failed);
-    metric(b, "qilin_writer_max_batch", "gauge", "Largest group commit so far (mutations).");
-    ql_api_sb_printf(b, "qilin_writer_max_batch %llu\n", (unsigned long long)ws.max_batch);
+    metric_u64(b, "qilin_writer_commits_total", "counter",
+               "Write transactions committed (each one fsync, shared by its batch).", ws.batches);
+    metric_u64(b, "qilin_writer_mutations_total", "counter", "Mutations applied by the writer.",
+               ws.mutations);
+    metric_u64(b, "qilin_writer_mutations_failed_total", "counter", "Mutations that failed.",
+               ws.failed);
+    metric_u64(b, "qilin_writer_max_batch", "gauge", "Largest group commit so far (mutations).",
+               ws.max_batch);
 
     ql_store_stat_t st;
     if (ql_store_stat(ql_node_store(api->node), &st) == 0) {
-        metric(b, "qilin_store_map_size_bytes", "gauge", "The store's map size limit.");
-        ql_api_sb_printf(b, "qilin_store_map_size_bytes %llu\n", (unsigned long long)st.map_size);
-        metric(b, "qilin_store_used_bytes", "gauge", "Pages of the store in use.");
-        ql_api_sb_printf(b, "qilin_store_used_bytes %llu\n", (unsigned long long)st.used_bytes);
-        metric(b, "qilin_store_file_bytes", "gauge", "Size of the store's data file.");
-        ql_api_sb_printf(b, "qilin_store_file_bytes %llu\n", (unsigned long long)st.file_bytes);
+        metric_u64(b, "qilin_store_map_size_bytes", "gauge", "The store's map size limit.",
+                   st.map_size);
+        metric_u64(b, "qilin_store_used_bytes", "gauge", "Pages of the store in use.",
+                   st.used_bytes);
+        metric_u64(b, "qilin_store_file_bytes", "gauge", "Size of the store's data file.",
+                   st.file_bytes);
     }
 }
 
@@ -198,27 +199,19 @@ static void write_http(ql_api_t *api, ql_api_sb_t *b) {
     ql_http_server_foreach_stat(api->server, stat_cb, b);
     ql_http_counters_t hc;
     ql_http_server_counters(api->server, &hc);
-    metric(b, "qilin_http_connections_accepted_total", "counter", "Connections accepted.");
-    ql_api_sb_printf(b, "qilin_http_connections_accepted_total %llu\n",
-                     (unsigned long long)hc.accepted);
-    metric(b, "qilin_http_connections_rejected_total", "counter",
-           "Connections refused (qilin.http.max-connections).");
-    ql_api_sb_printf(b, "qilin_http_connections_rejected_total %llu\n",
-                     (unsigned long long)hc.rejected);
-    metric(b, "qilin_http_connections_rejected_address_total", "counter",
-           "Connections refused (qilin.http.max-connections-per-address).");
-    ql_api_sb_printf(b, "qilin_http_connections_rejected_address_total %llu\n",
-                     (unsigned long long)hc.rejected_address);
-    metric(b, "qilin_http_connections_evicted_total", "counter",
-           "Idle unauthenticated connections closed to make room for a new one.");
-    ql_api_sb_printf(b, "qilin_http_connections_evicted_total %llu\n",
-                     (unsigned long long)hc.evicted);
-    metric(b, "qilin_http_connections_probation_closed_total", "counter",
-           "Connections in the reserved slots closed after an unauthenticated request.");
-    ql_api_sb_printf(b, "qilin_http_connections_probation_closed_total %llu\n",
-                     (unsigned long long)hc.probation_closed);
-    metric(b, "qilin_http_connections_active", "gauge", "Connections open now.");
-    ql_api_sb_printf(b, "qilin_http_connections_active %llu\n", (unsigned long long)hc.active);
+    metric_u64(b, "qilin_http_connections_accepted_total", "counter", "Connections accepted.",
+               hc.accepted);
+    metric_u64(b, "qilin_http_connections_rejected_total", "counter",
+               "Connections refused (qilin.http.max-connections).", hc.rejected);
+    metric_u64(b, "qilin_http_connections_rejected_address_total", "counter",
+               "Connections refused (qilin.http.max-connections-per-address).",
+               hc.rejected_address);
+    metric_u64(b, "qilin_http_connections_evicted_total", "counter",
+               "Idle unauthenticated connections closed to make room for a new one.", hc.evicted);
+    metric_u64(b, "qilin_http_connections_probation_closed_total", "counter",
+               "Connections in the reserved slots closed after an unauthenticated request.",
+               hc.probation_closed);
+    metric_u64(b, "qilin_http_connections_active", "gauge", "Connections open now.", hc.active);
     metric(b, "qilin_http_timeouts_total", "counter", "Connections cut by a timeout, by kind.");
     ql_api_sb_printf(b,
                      "qilin_http_timeouts_total{kind=\"request\"} %llu\n"
@@ -230,20 +223,14 @@ static void write_http(ql_api_t *api, ql_api_sb_t *b) {
     if (api->auth) {
         ql_auth_stats_t as;
         ql_auth_stats(api->auth, &as);
-        metric(b, "qilin_auth_verifications_total", "counter",
-               "Password hash verifications run (in the threadpool).");
-        ql_api_sb_printf(b, "qilin_auth_verifications_total %llu\n",
-                         (unsigned long long)as.verifications);
-        metric(b, "qilin_auth_cache_hits_total", "counter",
-               "Requests authenticated from the credentials cache.");
-        ql_api_sb_printf(b, "qilin_auth_cache_hits_total %llu\n",
-                         (unsigned long long)as.cache_hits);
-        metric(b, "qilin_auth_failures_total", "counter", "Failed authentications.");
-        ql_api_sb_printf(b, "qilin_auth_failures_total %llu\n", (unsigned long long)as.failures);
-        metric(b, "qilin_auth_rate_limited_total", "counter",
-               "Attempts refused because of an address's recent failures.");
-        ql_api_sb_printf(b, "qilin_auth_rate_limited_total %llu\n",
-                         (unsigned long long)as.rate_limited);
+        metric_u64(b, "qilin_auth_verifications_total", "counter",
+                   "Password hash verifications run (in the threadpool).", as.verifications);
+        metric_u64(b, "qilin_auth_cache_hits_total", "counter",
+                   "Requests authenticated from the credentials cache.", as.cache_hits);
+        metric_u64(b, "qilin_auth_failures_total", "counter", "Failed authentications.",
+                   as.failures);
+        metric_u64(b, "qilin_auth_rate_limited_total", "counter",
+                   "Attempts refused because of an address's recent failures.", as.rate_limited);
     }
 }
 

@@ -4,6 +4,7 @@
  * ql_auth_t belongs to the loop thread; a verification's work item carries its own copies of
  * the hash and password into the threadpool and back, and nothing else crosses threads.
  */
+#include "api/ql_addr_key.h"
 #include "api/ql_auth.h"
 
 #include <crypt.h>
@@ -27,6 +28,9 @@ typedef struct cache_entry {
     size_t user;
     bool used;
 } cache_entry_t;
+
+/* The address arrays below (addr, starter) hold a client address key. */
+_Static_assert(QL_ADDR_KEY_LEN == 16, "the address arrays of auth.c are 16 bytes");
 
 /* One (address, user name) pair's failures. The user is the keyed hash of the name as sent,
  * case-folded (names match case-insensitively), whether or not such a user exists, so the
@@ -287,24 +291,6 @@ static uint64_t keyed(const ql_auth_t *a, const void *data, size_t n) {
     uint64_t v;
     memcpy(&v, h, sizeof v);
     return v;
-}
-
-static void addr_key(const struct sockaddr *peer, unsigned char out[16]) {
-    memset(out, 0, 16);
-    if (!peer)
-        return;
-    if (peer->sa_family == AF_INET) {
-        /* As ::ffff:a.b.c.d, so IPv4 and IPv6 share one table. */
-        out[10] = out[11] = 0xff;
-        memcpy(out + 12, &((const struct sockaddr_in *)peer)->sin_addr, 4);
-    } else if (peer->sa_family == AF_INET6) {
-        const unsigned char *b = ((const struct sockaddr_in6 *)peer)->sin6_addr.s6_addr;
-        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(b, mapped, 12) == 0)
-            memcpy(out, b, 16);
-        else
-            memcpy(out, b, 8); /* one /64 is one client: a host owns a whole /64 */
-    }
 }
 
 static cache_entry_t *cache_find(ql_auth_t *a, uint64_t key, int64_t now) {
@@ -573,7 +559,7 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
         return 0;
     }
     unsigned char addr[16];
-    addr_key(peer, addr);
+    ql_addr_key(peer, addr);
     int64_t now = auth->cfg.now(auth->cfg.now_arg);
     int status = 1; /* 1: not answered yet */
     uint64_t key = 0;

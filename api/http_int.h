@@ -8,6 +8,7 @@
 #include <http_parser.h>
 #include <netinet/in.h>
 
+#include "api/ql_addr_key.h"
 #include "api/ql_http.h"
 
 /* A growable byte buffer; p is malloc'ed and owned by the buffer. */
@@ -28,7 +29,7 @@ typedef struct ql_http_conn ql_http_conn_t;
 
 /* ---- open connections per client address (api/http_peers.c) ---- */
 
-#define QL_HTTP_PEER_KEY 16
+#define QL_HTTP_PEER_KEY QL_ADDR_KEY_LEN
 
 typedef struct ql_http_peer {
     unsigned char key[QL_HTTP_PEER_KEY];
@@ -42,9 +43,13 @@ typedef struct ql_http_peers {
     unsigned char hash_key[16];
 } ql_http_peers_t;
 
-/* The key connections are counted under: an IPv4 address (as ::ffff:a.b.c.d), the /64 of an
- * IPv6 address. sa is borrowed; NULL or another family gives the all-zero key. */
-void ql_http_peer_key(const struct sockaddr *sa, unsigned char out[QL_HTTP_PEER_KEY]);
+/* The key connections are counted under: the address key of api/ql_addr_key.h (an IPv4
+ * address as ::ffff:a.b.c.d, the /64 of an IPv6 address), the same key authentication counts
+ * failures under. sa is borrowed; NULL or another family gives the all-zero key. */
+static inline void ql_http_peer_key(const struct sockaddr *sa,
+                                    unsigned char out[QL_HTTP_PEER_KEY]) {
+    ql_addr_key(sa, out);
+}
 /* Makes an empty table. Returns 0 or UV_EIO (libsodium cannot initialise). */
 int ql_http_peers_init(ql_http_peers_t *t);
 void ql_http_peers_free(ql_http_peers_t *t);

@@ -1,9 +1,8 @@
 /*
  * Open connections per client address, for max_connections_per_address (api/http.c).
  *
- * An open-addressing table with linear probing, keyed by the 16-byte address key (an IPv4
- * address as ::ffff:a.b.c.d, or the /64 of an IPv6 address: one host owns a whole /64, so
- * counting single IPv6 addresses would let it open connections without limit). The probe
+ * An open-addressing table with linear probing, keyed by the 16-byte address key of
+ * api/ql_addr_key.h (an IPv4 address as ::ffff:a.b.c.d, or the /64 of an IPv6 address). The probe
  * position is a keyed hash (SipHash, random key per table) so clients cannot choose
  * addresses that collide. Entries are deleted by shifting back the cluster behind them, so
  * there are no tombstones and a lookup stops at the first empty slot. Loop thread only.
@@ -13,23 +12,6 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-
-void ql_http_peer_key(const struct sockaddr *sa, unsigned char out[QL_HTTP_PEER_KEY]) {
-    memset(out, 0, QL_HTTP_PEER_KEY);
-    if (!sa)
-        return;
-    if (sa->sa_family == AF_INET) {
-        out[10] = out[11] = 0xff;
-        memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-    } else if (sa->sa_family == AF_INET6) {
-        const unsigned char *b = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-        static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-        if (memcmp(b, mapped, 12) == 0)
-            memcpy(out, b, 16);
-        else
-            memcpy(out, b, 8);
-    }
-}
 
 static size_t slot_of(const ql_http_peers_t *t, const unsigned char key[QL_HTTP_PEER_KEY]) {
     unsigned char h[crypto_shorthash_BYTES];

@@ -17,24 +17,25 @@
 
 #define HTTP_PARSER_HEADER_CEILING (80 * 1024)
 
-#define REJECT_BODY                                                                                \
-    "{\"code\":\"999\",\"data\":null,\"msg\":\"too many connections, try again\","                 \
-    "\"error_code\":\"QL-00023\"}"
-_Static_assert(sizeof REJECT_BODY - 1 == 90, "update Content-Length in reject_503");
-static const char reject_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                 "Content-Type: application/json;charset=utf-8\r\n"
-                                 "Content-Length: 90\r\n"
-                                 "Connection: close\r\n"
-                                 "Retry-After: 1\r\n\r\n" REJECT_BODY;
-#define REJECT_ADDR_BODY                                                                           \
-    "{\"code\":\"999\",\"data\":null,\"msg\":\"too many connections from your address, try "       \
-    "again\",\"error_code\":\"QL-00023\"}"
-_Static_assert(sizeof REJECT_ADDR_BODY - 1 == 108, "update Content-Length in reject_addr_503");
-static const char reject_addr_503[] = "HTTP/1.1 503 Service Unavailable\r\n"
-                                      "Content-Type: application/json;charset=utf-8\r\n"
-                                      "Content-Length: 108\r\n"
-                                      "Connection: close\r\n"
-                                      "Retry-After: 1\r\n\r\n" REJECT_ADDR_BODY;
+/* The 503 written straight to a connection the server will not serve (it is closed after).
+ * REJECT_BODY is the JSON error body with msg; REJECT_503 the whole response, with len, the
+ * body's length, as its Content-Length: a preprocessor string cannot count itself, so each use
+ * checks len with a _Static_assert. */
+#define REJECT_BODY(msg)                                                                           \
+    "{\"code\":\"999\",\"data\":null,\"msg\":\"" msg "\",\"error_code\":\"QL-00023\"}"
+#define REJECT_503(len, body)                                                                      \
+    "HTTP/1.1 503 Service Unavailable\r\n"                                                         \
+    "Content-Type: application/json;charset=utf-8\r\n"                                             \
+    "Content-Length: " #len "\r\n"                                                                 \
+    "Connection: close\r\n"                                                                        \
+    "Retry-After: 1\r\n\r\n" body
+
+#define FULL_BODY REJECT_BODY("too many connections, try again")
+_Static_assert(sizeof FULL_BODY - 1 == 90, "update the length in reject_503");
+static const char reject_503[] = REJECT_503(90, FULL_BODY);
+#define ADDR_BODY REJECT_BODY("too many connections from your address, try again")
+_Static_assert(sizeof ADDR_BODY - 1 == 108, "update the length in reject_addr_503");
+static const char reject_addr_503[] = REJECT_503(108, ADDR_BODY);
 
 void ql_http_limits_default(ql_http_limits_t *out) {
     out->max_header_bytes = 16 * 1024;

@@ -466,6 +466,18 @@ UNUSED static bool cl_nothing_yet(client_t *c) {
     return c->len == 0 && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+/* Sends n bytes of request on a new connection and asserts the answer is 400 and the server
+ * then closes the connection; case_no names the case in a failure. */
+UNUSED static void cl_expect_400_close(const char *request, size_t n, size_t case_no) {
+    client_t *c = cl_connect();
+    cl_sendn(c, request, n);
+    response_t r;
+    cr_assert_eq(cl_response(c, &r), 0, "case %zu", case_no);
+    cr_assert_eq(r.status, 400, "case %zu", case_no);
+    cr_assert(cl_closed(c), "case %zu", case_no);
+    cl_close(c);
+}
+
 /* ---- authentication ---- */
 
 UNUSED static int fast_hash(const char *pw, char out[crypto_pwhash_STRBYTES]) {
@@ -477,6 +489,23 @@ UNUSED static void do_set_auth(srv_t *s, void *arg) {
     ql_auth_t *auth = arg;
     s->auth = auth;
     ql_http_router_set_auth(s->router, auth);
+}
+
+/* Gives the server user alice, password s3cret (an ADMIN); the tests send her header as
+ * "Authorization: Basic YWxpY2U6czNjcmV0". */
+UNUSED static void srv_use_alice(void) {
+    char hash[crypto_pwhash_STRBYTES];
+    cr_assert_geq(sodium_init(), 0);
+    cr_assert_eq(fast_hash("s3cret", hash), 0);
+    ql_auth_user_t users[] = {{"alice", hash, QL_AUTH_ROLE_ADMIN}};
+    ql_auth_config_t cfg;
+    ql_auth_config_default(&cfg);
+    cfg.users = users;
+    cfg.n_users = 1;
+    ql_auth_t *auth;
+    /* Created here, used only on the loop thread once handed over. */
+    cr_assert_eq(ql_auth_new(&S.loop, &cfg, &auth, NULL), 0);
+    on_loop(&S, do_set_auth, auth);
 }
 
 UNUSED static void do_respond_held(srv_t *s, void *arg) {

@@ -57,6 +57,16 @@ UNUSED static void make_tmpdir(char *out, size_t cap) {
     cr_assert_not_null(mkdtemp(out), "mkdtemp: %s", strerror(errno));
 }
 
+/* dir/name, in one of four static buffers used in turn, so that up to four paths may be passed
+ * to one call; valid until the fourth call after. Test thread only. */
+UNUSED static char *path_in(const char *dir, const char *name) {
+    static char buf[4][400];
+    static int i;
+    char *p = buf[i++ % 4];
+    snprintf(p, 400, "%s/%s", dir, name);
+    return p;
+}
+
 UNUSED static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f, "%s: %s", path, strerror(errno));

@@ -261,15 +261,8 @@ Test(http, malformed_requests_get_400_and_close) {
         ("POST /echo HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
          "5\r\nhello\r\n0\r\n\r\n"),
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        client_t *c = cl_connect();
-        cl_send(c, bad[i]);
-        response_t r;
-        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
-        cr_assert_eq(r.status, 400, "case %zu", i);
-        cr_assert(cl_closed(c), "case %zu", i);
-        cl_close(c);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cl_expect_400_close(bad[i], strlen(bad[i]), i);
     /* A bad escape in the path is answered 400 but the connection survives. */
     client_t *c = cl_connect();
     response_t r;
@@ -496,18 +489,7 @@ Test(http, client_half_close_gets_queued_answers_but_drops_deferred_ones) {
 
 Test(http, auth_route_401_then_200) {
     srv_start(NULL);
-    char hash[crypto_pwhash_STRBYTES];
-    cr_assert_eq(sodium_init() >= 0, 1);
-    cr_assert_eq(fast_hash("s3cret", hash), 0);
-    ql_auth_user_t users[] = {{"alice", hash, QL_AUTH_ROLE_ADMIN}};
-    ql_auth_config_t cfg;
-    ql_auth_config_default(&cfg);
-    cfg.users = users;
-    cfg.n_users = 1;
-    ql_auth_t *auth;
-    /* Created here, used only on the loop thread once handed over. */
-    cr_assert_eq(ql_auth_new(&S.loop, &cfg, &auth, NULL), 0);
-    on_loop(&S, do_set_auth, auth);
+    srv_use_alice();
     client_t *c = cl_connect();
     response_t r;
     cl_send(c, "GET /kylin/api/user HTTP/1.1\r\nHost: t\r\n\r\n");

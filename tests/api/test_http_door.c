@@ -16,21 +16,6 @@ static void close_fds(int *fds, size_t n) {
             close(fds[i]);
 }
 
-/* Gives the server user alice, password s3cret. */
-static void use_alice(void) {
-    char hash[crypto_pwhash_STRBYTES];
-    cr_assert_geq(sodium_init(), 0);
-    cr_assert_eq(fast_hash("s3cret", hash), 0);
-    ql_auth_user_t users[] = {{"alice", hash, QL_AUTH_ROLE_ADMIN}};
-    ql_auth_config_t cfg;
-    ql_auth_config_default(&cfg);
-    cfg.users = users;
-    cfg.n_users = 1;
-    ql_auth_t *auth;
-    cr_assert_eq(ql_auth_new(&S.loop, &cfg, &auth, NULL), 0);
-    on_loop(&S, do_set_auth, auth);
-}
-
 /* Opens per_addr idle connections from each of 127.0.0.first .. 127.0.0.(first + n_addr - 1)
  * into fds (room for n_addr * per_addr); they send nothing. */
 static void open_idle(int *fds, int first, int n_addr, int per_addr) {
@@ -128,7 +113,7 @@ Test(http_door, an_authenticated_client_is_served_when_unauthenticated_connectio
     ql_http_limits_t lim = {
         .max_connections = 20, .max_connections_per_address = 5, .auth_reserve = 4};
     srv_start(&lim);
-    use_alice();
+    srv_use_alice();
     /* Ten addresses try five idle connections each: more than the server holds. */
     enum { FLOOD = 50 };
     static int fds[FLOOD], more[FLOOD];
@@ -158,7 +143,7 @@ Test(http_door, a_reserved_slot_is_kept_only_by_authenticating) {
     ql_http_limits_t lim = {
         .max_connections = 20, .max_connections_per_address = 5, .auth_reserve = 4};
     srv_start(&lim);
-    use_alice();
+    srv_use_alice();
     /* Sixteen unauthenticated connections take every slot but the reserve. */
     static int fds[16];
     open_idle(fds, 2, 4, 4);
@@ -228,15 +213,8 @@ Test(http_door, a_lone_invalid_request_gets_400_then_close) {
         {"get /echo HTTP/1.1\r\n\r\n", 22},
         {"{\"name\":\"x\"}\r\n\r\n", 16},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        client_t *c = cl_connect();
-        cl_sendn(c, bad[i].bytes, bad[i].len);
-        response_t r;
-        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
-        cr_assert_eq(r.status, 400, "case %zu", i);
-        cr_assert(cl_closed(c), "case %zu", i);
-        cl_close(c);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cl_expect_400_close(bad[i].bytes, bad[i].len, i);
     cr_assert_eq(handled(), 0);
 }
 
@@ -248,15 +226,8 @@ Test(http_door, whitespace_before_a_header_colon_gets_400) {
         "GET /echo HTTP/1.1\r\n Host: x\r\n\r\n",
         "GET /echo HTTP/1.1\r\nHost: x\r\nContent-Length : 0\r\n\r\n",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        client_t *c = cl_connect();
-        cl_send(c, bad[i]);
-        response_t r;
-        cr_assert_eq(cl_response(c, &r), 0, "case %zu", i);
-        cr_assert_eq(r.status, 400, "case %zu", i);
-        cr_assert(cl_closed(c), "case %zu", i);
-        cl_close(c);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cl_expect_400_close(bad[i], strlen(bad[i]), i);
     cr_assert_eq(handled(), 0);
     /* Whitespace after the colon is fine. */
     client_t *c = cl_connect();

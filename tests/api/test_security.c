@@ -27,11 +27,7 @@ TestSuite(security, .fini = teardown, .timeout = 120);
     "EfVtjqupYJiPub2MQx0N2exeRgsQc5aAbuCLYnbcF8o"
 
 static char *data_path(const qd_t *q, const char *name) {
-    static char buf[4][400];
-    static int i;
-    char *p = buf[i++ % 4];
-    snprintf(p, 400, "%s/%s", q->data, name);
-    return p;
+    return path_in(q->data, name);
 }
 
 static unsigned mode_of(const char *path) {

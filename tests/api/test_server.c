@@ -29,11 +29,7 @@ static int run_to_exit(qd_t *q, const char *const *args) {
 }
 
 static char *tmp_path(const qd_t *q, const char *name) {
-    static char buf[4][400];
-    static int i;
-    char *p = buf[i++ % 4];
-    snprintf(p, 400, "%s/%s", q->dir, name);
-    return p;
+    return path_in(q->dir, name);
 }
 
 /* ---- start-up refusals ---- */

@@ -87,6 +87,15 @@ void ql_test_driver_start(ql_test_driver_t *d, uv_loop_t *loop, char **args, con
               "%s never took the lock (its log: %s)", args[0], err_path);
 }
 
+void ql_test_driver_start_node(ql_test_driver_t *d, uv_loop_t *loop, const char *driver,
+                               const char *data, const char *templates, const char *err_path,
+                               int64_t deadline_ms) {
+    /* uv_spawn takes char **; it does not write to the strings. */
+    char *args[] = {(char *)driver,    "--data",         (char *)data, "--templates",
+                    (char *)templates, "--poll-seconds", "1",          NULL};
+    ql_test_driver_start(d, loop, args, err_path, deadline_ms);
+}
+
 void ql_test_driver_stop(ql_test_driver_t *d, int sig, int64_t deadline_ms) {
     cr_assert_eq(uv_process_kill(&d->proc, sig), 0);
     cr_assert(ql_test_drive_until(d->loop, cond_gone, d, deadline_ms), "the driver did not exit");

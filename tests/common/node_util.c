@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 ql_config_t *ql_test_node_config(const char *data, const char *templates,
                                  const char *const *settings) {
@@ -68,4 +69,79 @@ void ql_test_node_stop(uv_loop_t *loop, ql_node_t *node, int64_t deadline_ms) {
     ql_node_stop(node, set_flag, &stopped);
     cr_assert(ql_test_drive_until(loop, cond_flag, &stopped, deadline_ms),
               "the node did not stop within %lld ms", (long long)deadline_ms);
+}
+
+ql_job_t ql_test_node_job(ql_node_t *node, const ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
+    ql_txn_abort(t);
+    return j;
+}
+
+ql_step_t ql_test_node_step(ql_node_t *node, const ql_id_t *id, uint32_t seq) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    ql_step_t s;
+    cr_assert_eq(ql_step_get(t, id, seq, &s), 0);
+    ql_txn_abort(t);
+    return s;
+}
+
+bool ql_test_node_find_model(ql_node_t *node, const char *project, const char *name, ql_id_t *id) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    ql_model_t m;
+    int rc = ql_model_find(t, project, name, 0, &m);
+    if (rc == 0) {
+        if (id)
+            *id = m.id;
+        ql_model_free(&m);
+    }
+    ql_txn_abort(t);
+    return rc == 0;
+}
+
+typedef struct {
+    ql_node_t *node;
+    ql_id_t job;
+    uint32_t seq;
+    int pgid;
+} pgid_wait_t;
+
+static bool cond_pgid(const void *arg) {
+    pgid_wait_t *p = (pgid_wait_t *)arg; /* ql_test_drive_until passes arg through */
+    ql_step_t s = ql_test_node_step(p->node, &p->job, p->seq);
+    if (s.state == QL_RUNNING && s.pgid > 0)
+        p->pgid = s.pgid;
+    ql_step_free(&s);
+    return p->pgid > 0;
+}
+
+int ql_test_node_wait_pgid(uv_loop_t *loop, ql_node_t *node, const ql_id_t *job, uint32_t seq,
+                           int64_t deadline_ms) {
+    pgid_wait_t p = {.node = node, .job = *job, .seq = seq};
+    return ql_test_drive_until(loop, cond_pgid, &p, deadline_ms) ? p.pgid : 0;
+}
+
+uint64_t ql_test_node_epoch(ql_node_t *node) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    uint64_t e = 0;
+    cr_assert_eq(ql_meta_get_u64(t, "job_engine_epoch", &e), 0);
+    ql_txn_abort(t);
+    return e;
+}
+
+void ql_test_node_assert_ran_on(ql_node_t *node, const ql_id_t *job, long pid) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(ql_node_store(node), false, &t), 0);
+    char *out = NULL, want[64];
+    size_t len;
+    cr_assert_eq(ql_output_get(t, job, 0, &out, &len), 0);
+    ql_txn_abort(t);
+    snprintf(want, sizeof want, "ppid=%ld\n", pid);
+    cr_assert_str_eq(out, want, "the job ran on the wrong server");
+    free(out);
 }

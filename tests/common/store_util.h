@@ -9,6 +9,10 @@
  * forked child may use it: returns 0 or the failing code, with err saying why. */
 int ql_test_create_daily_model(ql_store_t *store, const char *project, const char *model,
                                ql_id_t *id, ql_err_t *err);
+/* The same with partition column dt, project and model created at created_ms: the model the
+ * scheduler tests build on. */
+int ql_test_create_dt_model(ql_store_t *store, const char *project, const char *model,
+                            int64_t created_ms, ql_id_t *id, ql_err_t *err);
 
 /* Runs fsck on store and asserts it finds no violation (the report is in the failure). */
 void ql_test_assert_fsck_clean(ql_store_t *store);

@@ -89,9 +89,7 @@ static int log_index(const char *needle) {
 static void start_a(void) {
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, err_path, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, err_path, DEADLINE_MS);
 }
 
 static void stop_a(int sig) {
@@ -111,13 +109,8 @@ static void start_b(void) {
 }
 
 static ql_id_t find_model(const char *name) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    cr_assert_eq(ql_model_find(t, "p", name, 0, &m), 0);
-    ql_id_t id = m.id;
-    ql_model_free(&m);
-    ql_txn_abort(t);
+    ql_id_t id;
+    cr_assert(ql_test_node_find_model(w.b, "p", name, &id), "no model p/%s", name);
     return id;
 }
 
@@ -138,14 +131,7 @@ static void create_marker_model(void) {
 }
 
 static bool cond_model_exists(const void *arg) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", arg, 0, &m);
-    if (rc == 0)
-        ql_model_free(&m);
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", arg, NULL);
 }
 
 static void setup(void) {
@@ -186,55 +172,11 @@ static ql_id_t submit_b(const ql_id_t *model, int day) {
                               BASE + day, DEADLINE_MS);
 }
 
-static ql_job_t get_job(const ql_id_t *id) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_job_t j;
-    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
-    ql_txn_abort(t);
-    return j;
-}
-
-static ql_step_t get_step(const ql_id_t *id, uint32_t seq) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_step_t s;
-    cr_assert_eq(ql_step_get(t, id, seq, &s), 0);
-    ql_txn_abort(t);
-    return s;
-}
-
 static bool cond_succeed(const void *arg) {
-    ql_job_t j = get_job(arg);
+    ql_job_t j = ql_test_node_job(w.b, arg);
     bool ok = j.state == QL_SUCCEED;
     ql_job_free(&j);
     return ok;
-}
-
-static char *output(const ql_id_t *id) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    char *out = NULL;
-    size_t len;
-    cr_assert_eq(ql_output_get(t, id, 0, &out, &len), 0);
-    ql_txn_abort(t);
-    return out;
-}
-
-static void assert_ran_on(const ql_id_t *job, long pid) {
-    char *o = output(job), want[64];
-    snprintf(want, sizeof want, "ppid=%ld\n", pid);
-    cr_assert_str_eq(o, want, "the job ran on the wrong server");
-    free(o);
-}
-
-static uint64_t epoch(void) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    uint64_t e = 0;
-    cr_assert_eq(ql_meta_get_u64(t, "job_engine_epoch", &e), 0);
-    ql_txn_abort(t);
-    return e;
 }
 
 static bool cond_b_master(const void *arg) {
@@ -247,20 +189,6 @@ static bool cond_marker(const void *arg) {
     char p[128];
     snprintf(p, sizeof p, "%s/marker", w.dir);
     return access(p, F_OK) == 0;
-}
-
-typedef struct {
-    ql_id_t job;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = get_step(&p->job, 0);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
 }
 
 /* ---- tests ---- */
@@ -277,14 +205,14 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
                        ql_node_lock_holder(w.b), want);
     cr_assert_geq(log_index("standby: the job engine lock is held by pid"), 0,
                   "B logs who holds the lock");
-    uint64_t a_epoch = epoch();
+    uint64_t a_epoch = ql_test_node_epoch(w.b);
 
     /* A job submitted through B is run by A (its poll finds it: B cannot kick A). */
     ql_id_t j1 = submit_b(&w.model, 0);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j1, DEADLINE_MS),
               "A did not run the job");
-    assert_ran_on(&j1, a_pid);
-    ql_job_t j = get_job(&j1);
+    ql_test_node_assert_ran_on(w.b, &j1, a_pid);
+    ql_job_t j = ql_test_node_job(w.b, &j1);
     cr_assert_eq(j.fence, a_epoch, "A moved it under its fencing epoch");
     ql_job_free(&j);
     ql_test_drive_for(&w.loop, 1200); /* a standby poll or more: B still stands by */
@@ -305,8 +233,8 @@ Test(job_lock, the_second_server_stands_by_and_takes_over_when_the_first_stops, 
     cr_assert_str_eq(ql_node_lock_holder(w.b), "");
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &j2, DEADLINE_MS),
               "B did not run the READY job");
-    assert_ran_on(&j2, (long)getpid());
-    j = get_job(&j2);
+    ql_test_node_assert_ran_on(w.b, &j2, (long)getpid());
+    j = ql_test_node_job(w.b, &j2);
     cr_assert_eq(j.fence, a_epoch + 1, "a new holding raises the fencing epoch");
     ql_job_free(&j);
 }
@@ -315,9 +243,8 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
     long a_pid = (long)w.a.proc.pid;
     create_marker_model();
     ql_id_t job = submit_b(&w.marker_model, 0);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS),
               "the step never touched its marker");
     cr_assert_not(ql_node_is_master(w.b));
@@ -329,12 +256,12 @@ Test(job_lock, a_killed_master_is_replaced_and_its_job_recovered, .init = setup,
               "B did not take over within 3 s");
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
-    assert_ran_on(&job, (long)getpid());
-    ql_step_t s = get_step(&job, 0);
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
+    ql_step_t s = ql_test_node_step(w.b, &job, 0);
     cr_assert_eq(s.attempts, 2, "the interrupted try and B's");
     ql_step_free(&s);
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "the process group %d of A's try survives", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "the process group %d of A's try survives", pgid);
 
     /* Recovery ran before B scheduled anything. */
     int rec = log_index("recovered interrupted jobs count=1");
@@ -364,11 +291,10 @@ static bool cond_a_logged(const void *arg) {
  * no two servers run the same job at once.) */
 Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
     create_marker_model();
-    uint64_t a_epoch = epoch();
+    uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t job = submit_b(&w.marker_model, 0);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
 
     char lock_path[160];
@@ -376,15 +302,15 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_eq(unlink(lock_path), 0);
     cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
               "B did not take the new lock file within 3 s");
-    cr_assert_eq(epoch(), a_epoch + 1, "B's holding raised the epoch");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "B's holding raised the epoch");
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "lost the job engine lock", 3000),
               "A did not step down");
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "A's step (process group %d) still runs", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "A's step (process group %d) still runs", pgid);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
-    assert_ran_on(&job, (long)getpid());
-    ql_job_t j = get_job(&job);
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
+    ql_job_t j = ql_test_node_job(w.b, &job);
     cr_assert_eq(j.fence, a_epoch + 1, "the job's last moves were B's");
     ql_job_free(&j);
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "standby: the job engine lock is held by",
@@ -397,7 +323,7 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_eq(stat(lock_path, &st), 0, "the lock file exists again");
     ql_test_drive_for(&w.loop, 3500);
     cr_assert(ql_node_is_master(w.b), "B is still the master");
-    cr_assert_eq(epoch(), a_epoch + 1, "nobody took the lock since");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "nobody took the lock since");
 }
 
 /* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */

@@ -101,20 +101,11 @@ static void start_b(void) {
 static void start_a(void) {
     char err_path[160];
     snprintf(err_path, sizeof err_path, "%s/a.err", w.dir); /* A's log */
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, err_path, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, err_path, DEADLINE_MS);
 }
 
 static bool cond_model_exists(const void *arg) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", arg, 0, &m);
-    if (rc == 0)
-        ql_model_free(&m);
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", arg, NULL);
 }
 
 static void init_dirs(void) {
@@ -180,59 +171,11 @@ static ql_id_t create_model(const char *name, const char *template_set) {
     return m.id;
 }
 
-static ql_job_t get_job(const ql_id_t *id) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_job_t j;
-    cr_assert_eq(ql_job_get(t, id, 0, &j), 0);
-    ql_txn_abort(t);
-    return j;
-}
-
 static bool cond_succeed(const void *arg) {
-    ql_job_t j = get_job(arg);
+    ql_job_t j = ql_test_node_job(w.b, arg);
     bool ok = j.state == QL_SUCCEED;
     ql_job_free(&j);
     return ok;
-}
-
-static void assert_ran_on(const ql_id_t *job, long pid) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    char *out = NULL, want[64];
-    size_t len;
-    cr_assert_eq(ql_output_get(t, job, 0, &out, &len), 0);
-    ql_txn_abort(t);
-    snprintf(want, sizeof want, "ppid=%ld\n", pid);
-    cr_assert_str_eq(out, want, "the job ran on the wrong server");
-    free(out);
-}
-
-static uint64_t epoch(void) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    uint64_t e = 0;
-    cr_assert_eq(ql_meta_get_u64(t, "job_engine_epoch", &e), 0);
-    ql_txn_abort(t);
-    return e;
-}
-
-typedef struct {
-    ql_id_t job;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_step_t s;
-    cr_assert_eq(ql_step_get(t, &p->job, 0, &s), 0);
-    ql_txn_abort(t);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
 }
 
 static bool cond_marker(const void *arg) {
@@ -271,7 +214,7 @@ Test(pause, a_stopped_writer_stalls_the_masters_build_for_the_bound_only, .init 
         ql_test_node_build(&w.loop, w.b, &model, BASE, BASE + DAY, BASE, STALL_MS + SLACK_MS);
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "the master did not run the build");
-    assert_ran_on(&job, (long)getpid());
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
 
     cr_assert(ql_test_drive_until(&w.loop, cond_holder_exited, NULL, SLACK_MS));
     cr_assert(WIFSIGNALED(w.holder.status) && WTERMSIG(w.holder.status) == SIGKILL,
@@ -284,12 +227,11 @@ Test(pause, a_stopped_writer_stalls_the_masters_build_for_the_bound_only, .init 
 
 Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fini = teardown) {
     long a_pid = (long)w.a.proc.pid;
-    uint64_t a_epoch = epoch();
+    uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t model = create_model("marker_m", "marker");
     ql_id_t job = ql_test_node_build(&w.loop, w.b, &model, BASE, BASE + DAY, BASE, DEADLINE_MS);
-    pgid_wait_t pw = {job, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &pw, DEADLINE_MS),
-              "A never started the step");
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.b, &job, 0, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
 
     /* Stopped for less than the lease: left alone, still the master afterwards. */
@@ -299,7 +241,7 @@ Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fi
     ql_test_drive_for(&w.loop, 2 * POLL_MS + 500);
     cr_assert_not(w.a.exited, "A was killed although it renewed its lease in time");
     cr_assert_not(ql_node_is_master(w.b));
-    cr_assert_eq(epoch(), a_epoch, "nobody took the lock");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch, "nobody took the lock");
 
     /* Stopped for good: B kills it within the lease plus a poll, and takes over. */
     cr_assert_eq(kill((pid_t)a_pid, SIGSTOP), 0);
@@ -313,17 +255,18 @@ Test(pause, a_stopped_master_is_replaced_within_the_lease, .init = setup_ab, .fi
     char who[64];
     snprintf(who, sizeof who, "standby: killed the master pid=%ld ", a_pid);
     cr_assert_eq(count_log(who, "state=T"), 1, "B logs once whom it killed and why");
-    cr_assert_eq(epoch(), a_epoch + 1, "B's holding raised the epoch: A's writes are fenced");
+    cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1,
+                 "B's holding raised the epoch: A's writes are fenced");
 
     /* B recovers A's interrupted job and runs it. */
     cr_assert(ql_test_drive_until(&w.loop, cond_succeed, &job, DEADLINE_MS),
               "B did not finish the job");
-    assert_ran_on(&job, (long)getpid());
-    ql_job_t j = get_job(&job);
+    ql_test_node_assert_ran_on(w.b, &job, (long)getpid());
+    ql_job_t j = ql_test_node_job(w.b, &job);
     cr_assert_eq(j.fence, a_epoch + 1, "the job's last moves were B's");
     ql_job_free(&j);
-    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pw.pgid, DEADLINE_MS),
-              "the process group %d of A's try survives", pw.pgid);
+    cr_assert(ql_test_drive_until(&w.loop, ql_test_cond_group_gone, &pgid, DEADLINE_MS),
+              "the process group %d of A's try survives", pgid);
 }
 
 /* A new master may wait up to the stall bound for a write while it takes the lock, without

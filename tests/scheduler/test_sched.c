@@ -18,6 +18,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -172,27 +173,11 @@ static void wait_job(const ql_id_t *job, ql_state_t st) {
               ql_state_name(job_state(job)));
 }
 
-/* The process group of step seq once it runs and its pgid is recorded. */
-typedef struct {
-    ql_id_t job;
-    uint32_t seq;
-    int pgid;
-} pgid_wait_t;
-
-static bool cond_pgid(const void *arg) {
-    pgid_wait_t *p = (pgid_wait_t *)arg;
-    ql_step_t s = get_step(&p->job, p->seq);
-    if (s.state == QL_RUNNING && s.pgid > 0)
-        p->pgid = s.pgid;
-    ql_step_free(&s);
-    return p->pgid > 0;
-}
-
+/* The process group of step seq once it runs and its pgid is recorded (asserted). */
 static int wait_pgid(const ql_id_t *job, uint32_t seq) {
-    pgid_wait_t p = {*job, seq, 0};
-    cr_assert(ql_test_drive_until(&w.loop, cond_pgid, &p, DEADLINE_MS),
-              "step %u never ran with a process group", seq);
-    return p.pgid;
+    int pgid = ql_test_node_wait_pgid(&w.loop, w.node, job, seq, DEADLINE_MS);
+    cr_assert_gt(pgid, 0, "step %u never ran with a process group", seq);
+    return pgid;
 }
 
 static void create_project(const char *name, const char *limit, const char *tz) {
@@ -1009,20 +994,8 @@ static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *ex
     cr_assert_eq(ql_store_open(&so, &v->store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &v->tpl, &err), 0, "%s",
                  err.msg);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(v->store, true, &t), 0);
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0);
-    ql_model_t m = {0};
-    snprintf(m.name, sizeof m.name, "m");
-    snprintf(m.project, sizeof m.project, "p");
-    m.partitioned = true;
-    snprintf(m.partition_column, sizeof m.partition_column, "dt");
-    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0);
-    cr_assert_eq(ql_txn_commit(t), 0);
-    v->model = m.id;
+    cr_assert_eq(ql_test_create_dt_model(v->store, "p", "m", BASE, &v->model, &err), 0, "%s",
+                 err.msg);
 
     cr_assert_eq(ql_clock_virtual_new(BASE, &vclock), 0);
     ql_writer_opts_t wo = {.manual = true};

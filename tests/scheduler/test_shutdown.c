@@ -21,6 +21,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -128,20 +129,8 @@ static void setup_with(const char *templates, const char *const *settings) {
     w.log.sink = log_sink;
     start();
 
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.node), true, &t), 0);
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0, "%s", err.msg);
-    ql_model_t m = {0};
-    snprintf(m.name, sizeof m.name, "m");
-    snprintf(m.project, sizeof m.project, "p");
-    m.partitioned = true;
-    snprintf(m.partition_column, sizeof m.partition_column, "dt");
-    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_txn_commit(t), 0);
-    w.model = m.id;
+    cr_assert_eq(ql_test_create_dt_model(ql_node_store(w.node), "p", "m", BASE, &w.model, &err), 0,
+                 "%s", err.msg);
 }
 
 static void teardown(void) {

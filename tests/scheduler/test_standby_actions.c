@@ -67,9 +67,7 @@ static struct {
 /* ---- server A: node_driver in its own process ---- */
 
 static void start_a(void) {
-    char *args[] = {DRIVER,      "--data",         w.data, "--templates",
-                    w.templates, "--poll-seconds", "1",    NULL};
-    ql_test_driver_start(&w.a, &w.loop, args, w.a_log, DEADLINE_MS);
+    ql_test_driver_start_node(&w.a, &w.loop, DRIVER, w.data, w.templates, w.a_log, DEADLINE_MS);
 }
 
 /* Whether A's log (its stderr) holds every needle (NULL-terminated) on one line. */
@@ -110,16 +108,7 @@ static void start_b(void) {
 
 static bool cond_model(const void *arg) {
     (void)arg;
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(ql_node_store(w.b), false, &t), 0);
-    ql_model_t m;
-    int rc = ql_model_find(t, "p", "m", 0, &m);
-    if (rc == 0) {
-        w.model = m.id;
-        ql_model_free(&m);
-    }
-    ql_txn_abort(t);
-    return rc == 0;
+    return ql_test_node_find_model(w.b, "p", "m", &w.model);
 }
 
 static void setup(void) {

@@ -13,6 +13,7 @@
 #include "scheduler/ql_submit.h"
 
 #include "tests/common/loop_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -92,20 +93,8 @@ static void open_world(const char *tpl, int retry, int64_t retry_interval_ms) {
     cr_assert_eq(ql_store_open(&so, &w.store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_templates_load_buffer(tpl, strlen(tpl), "jobs.yaml", &w.tpl, &err), 0, "%s",
                  err.msg);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(w.store, true, &t), 0);
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    cr_assert_eq(ql_meta_create_project(t, &p, BASE, &err), 0, "%s", err.msg);
-    ql_model_t m = {0};
-    snprintf(m.name, sizeof m.name, "m");
-    snprintf(m.project, sizeof m.project, "p");
-    m.partitioned = true;
-    snprintf(m.partition_column, sizeof m.partition_column, "dt");
-    snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-    cr_assert_eq(ql_meta_create_model(t, &m, BASE, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_txn_commit(t), 0);
-    w.model = m.id;
+    cr_assert_eq(ql_test_create_dt_model(w.store, "p", "m", BASE, &w.model, &err), 0, "%s",
+                 err.msg);
     for (int i = 0; i < N_BALLAST; i++) {
         ql_store_new_id(w.store, &w.ballast[i]);
         cr_assert_eq(put_output(&w.ballast[i], BALLAST_BYTES), 0);
