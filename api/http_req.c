@@ -3,6 +3,7 @@
  * Everything here runs on the loop thread and touches one request only.
  */
 #include "api/http_int.h"
+#include "storage/ql_hex.h"
 
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -89,16 +90,6 @@ void ql_http_req_release(ql_http_req_t *req) {
     free(req);
 }
 
-static int hexval(int c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ql_http_pct_decode(const char *s, size_t n, bool plus, char *out, size_t *out_len) {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
@@ -106,8 +97,8 @@ int ql_http_pct_decode(const char *s, size_t n, bool plus, char *out, size_t *ou
         if (c == '%') {
             if (i + 2 >= n)
                 return QL_EINVAL;
-            int hi = hexval((unsigned char)s[i + 1]);
-            int lo = hexval((unsigned char)s[i + 2]);
+            int hi = ql_hex_digit((unsigned char)s[i + 1]);
+            int lo = ql_hex_digit((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0)
                 return QL_EINVAL;
             c = (unsigned char)(hi * 16 + lo);

@@ -17,6 +17,7 @@
  * interrupted steps does not multiply the scan.
  */
 #include "engine/ql_proc.h"
+#include "storage/ql_hex.h"
 #include "storage/ql_procinfo.h"
 
 #include <dirent.h>
@@ -36,22 +37,12 @@ enum {
     ENV_READ_MAX = 4 << 20, /* environments past this are read this far */
 };
 
-static int hex_val(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Parses exactly QL_PROC_TOKEN_LEN hex digits at s (n bytes available, not NUL-terminated). */
 static bool token_parse(const char *s, size_t n, uint8_t out[TOKEN_BYTES]) {
     if (n != QL_PROC_TOKEN_LEN)
         return false;
     for (size_t i = 0; i < TOKEN_BYTES; i++) {
-        int hi = hex_val(s[2 * i]), lo = hex_val(s[2 * i + 1]);
+        int hi = ql_hex_digit(s[2 * i]), lo = ql_hex_digit(s[2 * i + 1]);
         if (hi < 0 || lo < 0)
             return false;
         out[i] = (uint8_t)(hi << 4 | lo);
@@ -75,28 +66,31 @@ bool ql_proc_token_valid(const char *s) {
 
 /* ---- the process group, checked ---- */
 
+/* Reads from fd until EOF or cap bytes; returns how many, or a UV_E* code. */
+static ssize_t read_upto(int fd, char *buf, size_t cap) {
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    return (ssize_t)len;
+}
+
 /* Reads a whole small file into buf (NUL-terminated); returns its length or a UV_E* code. */
 static ssize_t read_small(int dirfd, const char *path, char *buf, size_t cap) {
     int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    size_t len = 0;
-    while (len + 1 < cap) {
-        ssize_t n = read(fd, buf + len, cap - 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    ssize_t len = read_upto(fd, buf, cap - 1);
     close(fd);
-    buf[len] = '\0';
-    return (ssize_t)len;
+    buf[len > 0 ? len : 0] = '\0';
+    return len;
 }
 
 int ql_proc_boot_id(char out[QL_PROC_BOOT_ID_LEN + 1]) {
@@ -280,10 +274,8 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
     if (fd < 0)
         return -errno;
     size_t len = 0;
-    for (;;) {
+    while (*cap < ENV_READ_MAX || len < *cap) {
         if (len == *cap) {
-            if (*cap >= ENV_READ_MAX)
-                break;
             size_t nc = *cap ? *cap * 2 : 16384;
             char *nb = realloc(*buf, nc);
             if (!nb) {
@@ -293,17 +285,15 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
             *buf = nb;
             *cap = nc;
         }
-        ssize_t n = read(fd, *buf + len, *cap - len);
-        if (n < 0 && errno == EINTR)
-            continue;
+        size_t want = *cap - len;
+        ssize_t n = read_upto(fd, *buf + len, want);
         if (n < 0) {
-            int e = -errno;
             close(fd);
-            return e;
+            return n;
         }
-        if (n == 0)
-            break;
         len += (size_t)n;
+        if ((size_t)n < want)
+            break; /* EOF */
     }
     close(fd);
     return (ssize_t)len;

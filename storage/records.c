@@ -1,6 +1,7 @@
 /* Record helpers: ids, string maps, enum names, frees and copies. The msgpack codecs of each
  * record live in record_codecs.c. */
 #include "storage/ql_error.h"
+#include "storage/ql_hex.h"
 #include "storage/ql_records.h"
 
 #include <stdio.h>
@@ -29,16 +30,6 @@ void ql_id_format(const ql_id_t *id, char *buf) {
     *p = '\0';
 }
 
-static int hexval(char c) {
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ql_id_parse(const char *s, ql_id_t *out) {
     if (!s || strlen(s) != QL_ID_STR_LEN)
         return QL_EINVAL;
@@ -49,7 +40,7 @@ int ql_id_parse(const char *s, ql_id_t *out) {
                 return QL_EINVAL;
             continue;
         }
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        int hi = ql_hex_digit(s[i]), lo = ql_hex_digit(s[i + 1]);
         if (hi < 0 || lo < 0)
             return QL_EINVAL;
         out->b[n++] = (uint8_t)(hi << 4 | lo);

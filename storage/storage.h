@@ -8,12 +8,14 @@
  *   ql_meta.h     metadata rules: validation, range math, overlap checks, build submission
  *   ql_time.h     time zones (CCTZ) and civil time
  *   ql_datefmt.h  Java-style partition date formats (ICU patterns on wall times)
+ *   ql_hex.h      the value of a hex digit
  */
 #ifndef QL_STORAGE_H
 #define QL_STORAGE_H
 
 #include "storage/ql_datefmt.h"
 #include "storage/ql_error.h"
+#include "storage/ql_hex.h"
 #include "storage/ql_log.h"
 #include "storage/ql_meta.h"
 #include "storage/ql_records.h"
