@@ -157,6 +157,8 @@ int ql_test_tmpdir_try(char *out, size_t cap, const char *name) {
 
 void ql_test_tmpdir(char *out, size_t cap, const char *name) {
     int rc = ql_test_tmpdir_try(out, cap, name);
+    if (rc == -ENOSPC)
+        cr_assert_fail("more than %d temporary directories in one test: reuse one", MAX_DIRS);
     if (rc)
         cr_assert_fail("cannot make a temporary directory %s-XXXXXX under $TMPDIR: %s", name,
                        strerror(-rc));

@@ -17,8 +17,9 @@
  * What it cannot catch: a process killed by a signal (a crash, an ASan abort, ctest's timeout)
  * runs no handler, and an assertion that fails in a .init ends the process without atexit.
  * Those tests fail anyway; their leftovers are named by the suite's final check
- * (scripts/check-leftovers.sh, see docs/testing.md), which also catches a child started with an
- * environment of its own that drops the marker.
+ * (scripts/check-leftovers.sh, see docs/testing.md). A program started with an environment
+ * built by hand (execve with an envp not taken from environ) carries no marker: it is killed
+ * only while it is still a descendant of the test, so build such environments from environ.
  *
  * The registry is process-global on purpose (the one exception to "no global mutable state" in
  * tests): an atexit handler takes no argument. It is a fixed array, so the handler frees nothing
@@ -43,7 +44,8 @@
 void ql_test_tmpdir(char *out, size_t cap, const char *name);
 
 /* ql_test_tmpdir without Criterion calls, for tests that must not assert before a fork:
- * returns 0, or a negative errno with out undefined (and nothing registered). */
+ * returns 0, or a negative errno with out undefined (and nothing registered): -ENAMETOOLONG when
+ * the path does not fit cap (or 511 bytes), -ENOSPC past 128 directories in one process. */
 int ql_test_tmpdir_try(char *out, size_t cap, const char *name);
 
 /* Sets QL_TEST_OWNER in this process's environment and registers the exit handler, once; a test
