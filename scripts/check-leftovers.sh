@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks that a test run left nothing behind (docs/testing.md): nothing in the run's temporary
-# directory, and no process still running that carries the run's marker in its environment.
+# directory, no process still running that carries the run's marker in its environment, and no
+# test making temporary files its own way (those ignore TMPDIR, so the first check misses them).
 #
 #   bash scripts/check-leftovers.sh TMPDIR RUN_ID
 #
@@ -26,6 +27,17 @@ if [ "${#paths[@]}" -gt 0 ]; then
     for p in "${paths[@]}"; do
         echo "  $p ($(find "$p" 2>/dev/null | wc -l) entries)" >&2
     done
+fi
+
+# A test that calls mkdtemp itself usually names /tmp and is invisible to the first check.
+root=$(cd "$(dirname "$0")/.." && pwd)
+mapfile -t raw < <(cd "$root" && grep -rnE '\b(mkdtemp|mkstemps?|tmpfile|tmpnam)\(' tests \
+    --include='*.c' --include='*.h' | grep -v '^tests/common/tmp_util\.c:')
+if [ "${#raw[@]}" -gt 0 ]; then
+    failed=1
+    echo "these tests make temporary files themselves; use ql_test_tmpdir" \
+        "(tests/common/tmp_util.h), which honours TMPDIR and removes them:" >&2
+    printf '  %s\n' "${raw[@]}" >&2
 fi
 
 # /proc/<pid>/environ is the environment a process started with: the marker stays even if it
