@@ -13,6 +13,19 @@ bash scripts/setup.sh
 
 jobs=$(nproc)
 step() { printf '\n=== %s\n' "$*"; }
+# Runs ctest in the build directory $1 (the other arguments go to ctest) with TMPDIR a fresh,
+# empty $1/test-tmp and QL_TEST_RUN marking every process the suite starts, then fails, listing
+# them, if the tests left any path there or any process running (docs/testing.md). The check
+# runs after a failed ctest too: the leftovers of failing tests are the ones to see.
+ctest_clean() {
+    local dir=$1 rc=0
+    shift
+    local tmp=$root/$dir/test-tmp run="$$-$dir-$(date +%s)"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    (cd "$dir" && TMPDIR=$tmp QL_TEST_RUN=$run ctest "$@") || rc=$?
+    bash scripts/check-leftovers.sh "$tmp" "$run" || rc=1
+    return "$rc"
+}
 
 step "format (clang-format, see .clang-format)"
 mapfile -t sources < <(git ls-files '*.c' '*.h' '*.cc' 2>/dev/null || find . -name '*.[ch]' -not -path './build*')
@@ -28,7 +41,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 cmake --build build -j"$jobs"
 
 step "tests (normal build)"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 900)
+ctest_clean build --output-on-failure -j"$jobs" --timeout 900
 
 if [ "${QL_TEST_QUICK:-0}" = 1 ]; then
     exit 0
@@ -47,7 +60,7 @@ step "tests (ASan + UBSan)"
 # when the assertion fails, or free them after it (tests/api/rest_util.h).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd build-asan && ctest --output-on-failure -j"$jobs" --timeout 1800)
+ctest_clean build-asan --output-on-failure -j"$jobs" --timeout 1800
 
 step "fuzzers (libFuzzer, 60 s each, two at a time)"
 # Each fuzzer is one process on one core, so two at a time on a 2-core runner take half the

@@ -8,6 +8,8 @@
 #ifndef QL_TEST_REST_UTIL_H
 #define QL_TEST_REST_UTIL_H
 
+#include "tests/common/tmp_util.h"
+
 #include <criterion/criterion.h>
 
 #include <curl/curl.h>
@@ -53,8 +55,7 @@ UNUSED static void poll_pause(void) {
 }
 
 UNUSED static void make_tmpdir(char *out, size_t cap) {
-    snprintf(out, cap, "/tmp/qilin-rest-XXXXXX");
-    cr_assert_not_null(mkdtemp(out), "mkdtemp: %s", strerror(errno));
+    ql_test_tmpdir(out, cap, "qilin-rest");
 }
 
 /* dir/name, in one of four static buffers used in turn, so that up to four paths may be passed

@@ -12,6 +12,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -66,8 +67,7 @@ static void start(const char *map_size) {
     memset(&w, 0, sizeof w);
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_healthz_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_healthz");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     char path[256];
     snprintf(path, sizeof path, "%s/jobs.yaml", w.dir);

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/ql_submit.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
@@ -74,8 +75,7 @@ static void new_model(ql_txn_t *t, const char *name, const char *set, ql_id_t *o
 }
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/ql_jobs_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_jobs");
     ql_store_opts_t so = {.path = dir, .map_size = 64u << 20};
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &store, &err), 0, "%s", err.msg);

@@ -9,6 +9,8 @@
  * process a child subreaper, so that the orphans become its children: it can then reap them
  * and assert which signal ended them, whatever PID 1 of the machine does with zombies.
  */
+#include "tests/common/tmp_util.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,8 +65,7 @@ static void run_init(run_t *run) {
     cr_assert_eq(uv_loop_init(&run->loop), 0);
     uv_timer_init(&run->loop, &run->tick);
     uv_timer_start(&run->tick, tick_cb, 5, 5);
-    snprintf(run->dir, sizeof run->dir, "/tmp/ql_proc_XXXXXX");
-    cr_assert_not_null(mkdtemp(run->dir));
+    ql_test_tmpdir(run->dir, sizeof run->dir, "ql_proc");
     cr_assert_eq(access(HELPER, X_OK), 0, "the exec helper %s is not built", HELPER);
 }
 

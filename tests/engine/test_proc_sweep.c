@@ -4,6 +4,7 @@
  * Real processes; each test kills and reaps what it started, also when it fails (.fini).
  */
 #include "engine/ql_proc.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -145,8 +146,7 @@ Test(proc_sweep, kills_the_marked_processes_and_their_descendants_only, .fini = 
     snprintf(e1, sizeof e1, QL_PROC_TOKEN_ENV "=%s", t1);
     snprintf(e2, sizeof e2, QL_PROC_TOKEN_ENV "=%s", t2);
     snprintf(e3, sizeof e3, "X_" QL_PROC_TOKEN_ENV "=%s", t1); /* another name: not a marker */
-    snprintf(tmp, sizeof tmp, "/tmp/ql_sweep_XXXXXX");
-    cr_assert_not_null(mkdtemp(tmp));
+    ql_test_tmpdir(tmp, sizeof tmp, "ql_sweep");
     snprintf(dirvar, sizeof dirvar, "T=%s", tmp);
     snprintf(gpath, sizeof gpath, "%s/grandchild", tmp);
 

@@ -1,7 +1,9 @@
 /* The configuration: defaults, the YAML file, --set, project overrides, users and the docs. */
 #include "scheduler/ql_config.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +12,12 @@
 
 /* Writes text to a new temporary file; returns its path (caller frees and unlinks). */
 static char *write_temp(const char *text) {
-    char *path = strdup("/tmp/ql_config_XXXXXX.yaml");
+    char dir[256];
+    ql_test_tmpdir(dir, sizeof dir, "ql_config");
+    char *path = malloc(strlen(dir) + 16);
     cr_assert_not_null(path);
-    int fd = mkstemps(path, 5);
+    sprintf(path, "%s/config.yaml", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
     cr_assert_geq(fd, 0);
     size_t n = strlen(text);
     cr_assert_eq(write(fd, text, n), (ssize_t)n);

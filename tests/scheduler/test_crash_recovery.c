@@ -19,6 +19,7 @@
  * The kill moments come from a PRNG seeded with QL_CRASH_SEED (printed, to replay a failure).
  */
 #include "storage/storage.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -303,8 +304,7 @@ Test(crash_recovery, sigkill_at_random_moments_loses_nothing_and_never_runs_a_st
      .timeout = 300) {
     cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
     cr_assert_eq(access("/bin/bash", X_OK), 0, "the steps need bash ($RANDOM)");
-    snprintf(dir, sizeof dir, "/tmp/ql_crashrec_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_crashrec");
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(log_path, sizeof log_path, "%s/steps.log", dir);
     snprintf(templates_path, sizeof templates_path, "%s/jobs.yaml", dir);

@@ -16,6 +16,7 @@
 #include "engine/ql_proc.h"
 #include "storage/storage.h"
 #include "tests/common/loop_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -101,8 +102,9 @@ static void kill_descendants(void) {
 static char dir[64], data[128], log_path[128], templates_path[128], script[128];
 
 static void make_world(const char *name, const char *step_body, const char *more_env) {
-    snprintf(dir, sizeof dir, "/tmp/ql_%s_XXXXXX", name);
-    cr_assert_not_null(mkdtemp(dir));
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "ql_%s", name);
+    ql_test_tmpdir(dir, sizeof dir, prefix);
     snprintf(data, sizeof data, "%s/data", dir);
     snprintf(log_path, sizeof log_path, "%s/steps.log", dir);
     snprintf(templates_path, sizeof templates_path, "%s/jobs.yaml", dir);

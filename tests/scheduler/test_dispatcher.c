@@ -13,6 +13,7 @@
  */
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_submit.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -204,8 +205,7 @@ static void writer_threaded(void) {
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_disp_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_disp");
     ql_store_opts_t o = {.path = dir, .id_seed = 42};
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);

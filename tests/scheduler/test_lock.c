@@ -17,6 +17,7 @@
 #include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -137,8 +138,7 @@ static bool cond_model_exists(const void *arg) {
 static void setup(void) {
     memset(&w, 0, sizeof w);
     cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_lock_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_lock");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
     ql_test_write_with_dir(w.templates, TEMPLATES, w.dir);
@@ -329,9 +329,9 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
 /* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */
 
 static void expect_start_refused(const char *setting, const char *needle) {
-    char dir[] = "/tmp/ql_lock_refuse_XXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
-    char templates[128], data[128];
+    char dir[256];
+    ql_test_tmpdir(dir, sizeof dir, "ql_lock_refuse");
+    char templates[300], data[300];
     snprintf(templates, sizeof templates, "%s/jobs.yaml", dir);
     snprintf(data, sizeof data, "%s/data", dir);
     ql_test_write_with_dir(templates, TEMPLATES, dir);

@@ -15,6 +15,7 @@
  * loop; the deadlines are the bounds plus slack, never a measurement of the normal path.
  */
 #include "scheduler/ql_node.h"
+#include "tests/common/tmp_util.h"
 
 #include "tests/common/driver_proc.h"
 #include "tests/common/holder_proc.h"
@@ -110,8 +111,7 @@ static bool cond_model_exists(const void *arg) {
 
 static void init_dirs(void) {
     memset(&w, 0, sizeof w);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_pause_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_pause");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
     ql_test_write_with_dir(w.templates, TEMPLATES, w.dir);

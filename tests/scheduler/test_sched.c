@@ -19,6 +19,7 @@
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -229,8 +230,7 @@ static void step_start_hook(void *arg, const ql_id_t *job, uint32_t seq);
  * directory) and settings ("key=value", NULL-terminated). */
 static void start_node(const char *templates, const char *const *settings) {
     memset(&w, 0, sizeof w);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_sched_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_sched");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     cr_assert_eq(access(HELPER, X_OK), 0, "the exec helper %s is not built", HELPER);
 
@@ -987,8 +987,7 @@ typedef struct {
 } vsched_t;
 
 static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *extra) {
-    snprintf(v->dir, sizeof v->dir, "/tmp/ql_vsched_XXXXXX");
-    cr_assert_not_null(mkdtemp(v->dir));
+    ql_test_tmpdir(v->dir, sizeof v->dir, "ql_vsched");
     ql_store_opts_t so = {.path = v->dir, .map_size = 64u << 20};
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &v->store, &err), 0, "%s", err.msg);

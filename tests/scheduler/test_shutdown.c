@@ -22,6 +22,7 @@
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -108,8 +109,7 @@ static int64_t stop(int64_t deadline_ms) {
 static void setup_with(const char *templates, const char *const *settings) {
     memset(&w, 0, sizeof w);
     cr_assert_eq(access(HELPER, X_OK), 0, "the exec helper %s is not built", HELPER);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_shutdown_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_shutdown");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
     ql_test_write_with_dir(w.templates, templates, w.dir);

@@ -6,6 +6,7 @@
  */
 #include "scheduler/ql_sim.h"
 #include "scheduler/ql_submit.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -20,8 +21,7 @@
 static char tmpdir[256];
 
 static void make_tmp(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/qilin-test-sim-XXXXXX");
-    cr_assert_not_null(mkdtemp(tmpdir));
+    ql_test_tmpdir(tmpdir, sizeof tmpdir, "qilin-test-sim");
 }
 
 static void rm_tmp(void) {

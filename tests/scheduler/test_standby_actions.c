@@ -17,6 +17,7 @@
 #include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -114,8 +115,7 @@ static bool cond_model(const void *arg) {
 static void setup(void) {
     memset(&w, 0, sizeof w);
     cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_standby_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_standby");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
     snprintf(w.a_log, sizeof w.a_log, "%s/a.err", w.dir);

@@ -14,6 +14,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -86,8 +87,7 @@ static int put_output(const ql_id_t *job, size_t len) {
 /* Opens the world with the templates of tpl and the scheduler's global retry settings. */
 static void open_world(const char *tpl, int retry, int64_t retry_interval_ms) {
     memset(&w, 0, sizeof w);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_storefull_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_storefull");
     ql_store_opts_t so = {.path = w.dir, .map_size = MAP_SIZE};
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &w.store, &err), 0, "%s", err.msg);

@@ -5,6 +5,7 @@
  * half a mutation) and that fsck finds no violation. Many rounds on the same store.
  */
 #include "storage/storage.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -44,8 +45,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_crash_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_crash");
 }
 
 static void teardown(void) {

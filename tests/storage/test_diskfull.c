@@ -15,6 +15,7 @@
 #include "tests/common/loop_util.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -85,7 +86,7 @@ static int child_main(const char *dir) {
     signal(SIGABRT, SIG_DFL);
     if (enter_private_tmpfs(dir) != 0)
         return CHILD_NO_NAMESPACE;
-    char path[128];
+    char path[300];
     snprintf(path, sizeof path, "%s/data", dir);
     ql_store_opts_t o = {.path = path, .map_size = 64u << 20};
     ql_err_t err = {0};
@@ -138,8 +139,8 @@ static int child_main(const char *dir) {
 Test(diskfull, a_full_file_system_fails_the_commit_clearly_and_loses_nothing, .timeout = 120) {
     /* No Criterion call before the fork either: with --full-stats the child would carry
      * the runner's pending report of it and send it again. */
-    char dir[] = "/tmp/ql_diskfull_XXXXXX";
-    bool made = mkdtemp(dir) != NULL;
+    char dir[256];
+    bool made = ql_test_tmpdir_try(dir, sizeof dir, "ql_diskfull") == 0;
     pid_t pid = made ? fork() : -1;
     if (pid == 0)
         _exit(child_main(dir));

@@ -8,6 +8,7 @@
 #include "tests/common/loop_util.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -34,8 +35,7 @@ static ql_store_t *open_store(bool read_only, ql_err_t *err) {
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_live_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_live");
     ql_err_t err;
     store = open_store(false, &err);
     cr_assert_not_null(store, "open: %s", err.msg);

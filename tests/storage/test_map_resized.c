@@ -13,6 +13,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdbool.h>
@@ -51,8 +52,8 @@ static int grow(const char *dir) {
 }
 
 Test(map_resized, a_store_grown_past_this_map_size_says_so_and_a_restart_reads_it) {
-    char dir[] = "/tmp/ql_resized_XXXXXX";
-    bool made = mkdtemp(dir) != NULL;
+    char dir[256];
+    bool made = ql_test_tmpdir_try(dir, sizeof dir, "ql_resized") == 0;
     ql_store_opts_t small = {.path = dir, .map_size = SMALL_MAP};
     ql_err_t err = {0};
     ql_store_t *store = NULL;

@@ -10,6 +10,7 @@
 #include "storage/storage.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -40,8 +41,7 @@ static ql_store_t *open_store(void) {
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_mapfull_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_mapfull");
     store = open_store();
     ql_err_t err = {0};
     cr_assert_eq(ql_test_create_daily_model(store, "p", "m", &model, &err), 0, "%s", err.msg);

@@ -11,6 +11,7 @@
 #include "storage/store_int.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -220,8 +221,7 @@ static ql_job_t get_job(const ql_id_t *id) {
 /* ---- fixture ---- */
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_meta_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_meta");
     ql_store_opts_t o = {.path = dir};
     ql_err_t err;
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);

@@ -13,6 +13,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -27,8 +28,7 @@ static ql_id_t model;     /* the daily model "m" of project "p" */
 static ql_id_t fullmodel; /* the full-load model "full" of project "p" */
 
 static void setup(void) {
-    snprintf(dir, sizeof dir, "/tmp/ql_bounds_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_bounds");
     ql_store_opts_t o = {.path = dir};
     ql_err_t err;
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);

@@ -11,6 +11,7 @@
 #include "storage/storage.h"
 
 #include "tests/common/loop_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>
@@ -36,8 +37,8 @@ static void child_main(const char *dir, int ready_fd) {
 }
 
 Test(stale_readers, the_slot_of_a_process_killed_in_a_read_transaction_is_freed) {
-    char dir[] = "/tmp/ql_readers_XXXXXX";
-    bool made = mkdtemp(dir) != NULL;
+    char dir[256];
+    bool made = ql_test_tmpdir_try(dir, sizeof dir, "ql_readers") == 0;
     int fds[2] = {-1, -1};
     bool piped = made && pipe(fds) == 0;
     /* The parent's store is opened before the child dies, so LMDB's own reset at the first

@@ -7,6 +7,7 @@
 #include "storage/store_int.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -43,8 +44,7 @@ static ql_store_t *open_store(uint64_t seed) {
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_store_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_store");
     store = open_store(0);
 }
 

@@ -8,6 +8,7 @@
 #include "storage/storage.h"
 
 #include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <ftw.h>
@@ -49,8 +50,7 @@ static void commit_hook(void *arg) {
 }
 
 static void setup(void) {
-    strcpy(dir, "/tmp/ql_writer_XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ql_test_tmpdir(dir, sizeof dir, "ql_writer");
     ql_store_opts_t o = {.path = dir};
     ql_err_t err;
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);

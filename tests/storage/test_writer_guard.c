@@ -9,6 +9,7 @@
  */
 #include "storage/ql_procinfo.h"
 #include "storage/storage.h"
+#include "tests/common/tmp_util.h"
 
 #include "tests/common/holder_proc.h"
 #include "tests/common/loop_util.h"
@@ -72,8 +73,7 @@ static void setup(void) {
     memset(&w, 0, sizeof w);
     pthread_mutex_init(&w.log_mu, NULL);
     atomic_store(&w.write_rc, 1);
-    snprintf(w.dir, sizeof w.dir, "/tmp/ql_guard_XXXXXX");
-    cr_assert_not_null(mkdtemp(w.dir));
+    ql_test_tmpdir(w.dir, sizeof w.dir, "ql_guard");
 }
 
 static void teardown(void) {

@@ -14,11 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/common/loop_util.h"
+#include "tests/common/tmp_util.h"
 
 #define QILIN QL_BUILD_DIR "/tools/qilin"
 #define RUN_DEADLINE_MS 60000
@@ -28,15 +30,18 @@ typedef struct run {
     char *out, *err;
 } run_t;
 
-static char g_dir[64];
+/* g_dir (the benchmark's --dir, which must end empty) is inside the test's own g_tmp, next to
+ * the files that catch qilin's output: everything is removed with g_tmp. */
+static char g_tmp[256], g_dir[300];
 
 static void setup(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/ql-test-bench-XXXXXX");
-    cr_assert_not_null(mkdtemp(g_dir));
+    ql_test_tmpdir(g_tmp, sizeof g_tmp, "ql-test-bench");
+    snprintf(g_dir, sizeof g_dir, "%s/stores", g_tmp);
+    cr_assert_eq(mkdir(g_dir, 0700), 0, "mkdir %s: %s", g_dir, strerror(errno));
 }
 
 static void teardown(void) {
-    ql_test_rm_tree(g_dir);
+    ql_test_rm_tree(g_tmp);
 }
 
 static char *slurp(const char *path) {
@@ -54,7 +59,7 @@ static char *slurp(const char *path) {
 }
 
 /* Runs qilin with args (NULL-terminated, without argv[0]); stdout and stderr go to files in
- * g_dir (read back afterwards). Waits on a pidfd with a deadline; fails the test past it. */
+ * g_tmp (read back afterwards). Waits on a pidfd with a deadline; fails the test past it. */
 static void run(run_t *r, const char *const *args) {
     size_t n = 0;
     while (args[n])
@@ -64,9 +69,9 @@ static void run(run_t *r, const char *const *args) {
     argv[0] = (char *)QILIN;
     for (size_t i = 0; i < n; i++)
         argv[i + 1] = (char *)args[i];
-    char out_path[128], err_path[128];
-    snprintf(out_path, sizeof out_path, "%s.out", g_dir);
-    snprintf(err_path, sizeof err_path, "%s.err", g_dir);
+    char out_path[300], err_path[300];
+    snprintf(out_path, sizeof out_path, "%s/qilin.out", g_tmp);
+    snprintf(err_path, sizeof err_path, "%s/qilin.err", g_tmp);
     int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     cr_assert(fo >= 0 && fe >= 0);

@@ -13,6 +13,8 @@
  *   - the real qilind (skipped when build/tools/qilind does not exist): a project, a model,
  *     automatic builds, a manual build waited for, segments, --json, a 409.
  */
+#include "tests/common/tmp_util.h"
+
 #include <criterion/criterion.h>
 
 #include <arpa/inet.h>
@@ -211,8 +213,7 @@ static void run_free(run_t *r) {
 
 static void make_home(void) {
     cr_assert_eq(access(QILIN, X_OK), 0, "%s is missing: build the qilin target first", QILIN);
-    snprintf(g_home, sizeof g_home, "/tmp/qilin-cli-home-XXXXXX");
-    cr_assert_not_null(mkdtemp(g_home));
+    ql_test_tmpdir(g_home, sizeof g_home, "qilin-cli-home");
     g_server[0] = '\0';
     g_pwfile[0] = '\0';
     g_cwd[0] = '\0';
@@ -978,8 +979,7 @@ static void server_start(void) {
     make_home();
     if (access(QILIND, X_OK) != 0)
         cr_skip_test("%s is not built yet", QILIND);
-    snprintf(S.dir, sizeof S.dir, "/tmp/qilin-cli-srv-XXXXXX");
-    cr_assert_not_null(mkdtemp(S.dir));
+    ql_test_tmpdir(S.dir, sizeof S.dir, "qilin-cli-srv");
     snprintf(S.log, sizeof S.log, "%s/qilind.log", S.dir);
     S.port = free_port();
     char listen_kv[64], data_kv[320];
