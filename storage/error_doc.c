@@ -65,8 +65,15 @@ int ql_error_write_markdown(const char *doc, size_t len, FILE *out) {
     if (!rows)
         return UV_ENOMEM;
     for (size_t i = 0; i < ncoded; i++)
-        rows[i] = (doc_row_t){t[i].client_code, t[i].name,    true,           t[i].http_status,
-                              t[i].status_doc,  t[i].meaning, t[i].what_to_do};
+        rows[i] = (doc_row_t){
+            .client_code = t[i].client_code,
+            .internal = t[i].name,
+            .quote_internal = true,
+            .status = t[i].http_status,
+            .status_doc = t[i].status_doc,
+            .meaning = t[i].meaning,
+            .what_to_do = t[i].what_to_do,
+        };
     memcpy(rows + ncoded, uncoded, sizeof uncoded);
     qsort(rows, ncoded + nun, sizeof *rows, by_client_code);
 
