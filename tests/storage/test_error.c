@@ -133,3 +133,28 @@ Test(error_table, markdown_keeps_the_prose_and_needs_both_markers) {
         free(gen);
     }
 }
+
+/* The hand-written "Statuses" section lists each code under its default status, so a reader who
+ * starts from a status finds every code that answers it. */
+Test(error_table, statuses_section_lists_every_code_under_its_status) {
+    size_t len, n;
+    char *doc = read_all(QL_SOURCE_DIR "/docs/errors.md", &len);
+    const char *sec = strstr(doc, "\n## Statuses\n");
+    cr_assert_not_null(sec, "docs/errors.md has no Statuses section");
+    const ql_error_info_t *t = ql_error_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        /* A code the API never answers (start-up only) has no status row. */
+        if (t[i].status_doc[0] && !strchr("0123456789", t[i].status_doc[0]))
+            continue;
+        char head[16], cell[32];
+        snprintf(head, sizeof head, "\n| %d | ", t[i].http_status);
+        snprintf(cell, sizeof cell, "`%s`", t[i].client_code);
+        const char *row = strstr(sec, head);
+        cr_assert_not_null(row, "Statuses: no row for %d (%s)", t[i].http_status, t[i].name);
+        const char *eol = strchr(row + 1, '\n');
+        const char *hit = strstr(row, cell);
+        cr_assert(hit && (!eol || hit < eol), "Statuses: the %d row does not list %s (%s)",
+                  t[i].http_status, t[i].client_code, t[i].name);
+    }
+    free(doc);
+}
