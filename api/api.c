@@ -20,37 +20,13 @@ int ql_api_http_status(int code) {
     switch (code) {
     case 0:
         return 200;
-    case QL_EINVAL:
-    case QL_EFULLLOAD:
-    case QL_ENORANGE:
-    case QL_EEMPTYRANGE:
-        return 400;
-    case QL_EAUTH:
-        return 401;
-    case QL_EFORBIDDEN:
-        return 403;
-    case QL_ENOTFOUND:
-        return 404;
-    case QL_EEXIST:
-    case QL_ESEGOVERLAP:
-    case QL_EJOBCONFLICT:
-    case QL_ETRANSITION:
-    case QL_EACTION:
-    case QL_EMERGE:
-    case QL_EREFRESH:
-    case QL_ESEGLOCKED:
-        return 409;
-    case QL_ETOOBIG:
-        return 413;
-    case QL_EMODE:
-    case QL_ESHUTDOWN:
-    case QL_ETRANSIENT:
-    case QL_EFENCED:
-    case QL_ELOCKED:
-    case QL_EMAPSIZE:
-        return 503;
-    case QL_EMAPFULL:
-    case QL_EDISKFULL:
+/* Each code's default status is its row of storage/ql_error_codes.def. */
+#define QL_ERROR(name, value, client_code, status, ...)                                            \
+    case name:                                                                                     \
+        return status;
+#include "storage/ql_error_codes.def"
+#undef QL_ERROR
+    /* A system error the store reports as ENOSPC is a full disk, like QL_EDISKFULL. */
     case UV_ENOSPC:
         return 507;
     default:
