@@ -1,4 +1,5 @@
-/* Scheduler internals shared by sched.c and sched_shell.c (not public). */
+/* Scheduler internals shared by sched.c, sched_pick.c, sched_step.c, sched_actions.c,
+ * sched_shell.c and sched_hold.c (not public). */
 #ifndef QL_SCHED_INT_H
 #define QL_SCHED_INT_H
 
@@ -32,12 +33,12 @@ struct run {
     char project[QL_NAME_MAX + 1];
     run_phase_t phase;
     bool cancelled;
-    /* an interrupt (shutdown: the job back to READY) is in flight or done; see park_run */
+    /* an interrupt (shutdown: the job back to READY) is in flight or done; see ql_sched_park_run */
     bool parking;
     bool unstarted;   /* parked before its step started: the interrupt takes its try back */
     bool interrupted; /* written by interrupt_fn: it moved the job back to READY */
-    /* shutdown stops the step's process before it puts the job back (see interrupt_run): the
-     * process's end submits the interrupt, unless its marker's sweep failed (swept_rc < 0) */
+    /* shutdown stops the step's process before it puts the job back (see ql_sched_interrupt_run):
+     * the process's end submits the interrupt, unless its marker's sweep failed (swept_rc < 0) */
     bool stop_first;
     int swept_rc;
     int refs;    /* answers and close callbacks still to come */
@@ -52,7 +53,7 @@ struct run {
     size_t def_len;
     int64_t retry_wait;
     /* the try a FINISHING mutation records, set before it is queued: the mutation may run
-     * again (a batch that failed, a full map), and begin_step moves seq/attempt on */
+     * again (a batch that failed, a full map), and ql_sched_begin_step moves seq/attempt on */
     uint32_t end_seq, end_attempt;
     /* the FINISHING mutation and its answer, kept to submit it again while the store cannot
      * take it (sched_hold.c); held_next links the runs held that way */
@@ -95,7 +96,7 @@ struct ql_sched {
      * the scheduler) waits until the loop is over */
     int busy;
     int closing;
-    /* the local actions whose answer has not come yet (see watch_runs) */
+    /* the local actions whose answer has not come yet (see ql_sched_watch_runs) */
     struct sched_action *actions;
     ql_timer_t poll_timer, kick_timer, flush_timer, grace_timer;
     /* step ends waiting to be written together (one mutation per loop turn, see
@@ -118,6 +119,68 @@ struct ql_sched {
     ql_tzcache_t *zones;
     ql_submit_cache_t *formats;
 };
+
+/* One run's mutation in a batch (sched.c, "batches"): several runs' mutations in one. */
+typedef struct batch_ent {
+    run_t *r;
+    ql_write_fn fn;
+    ql_write_done_cb done;
+} batch_ent_t;
+
+/* sched.c: run bookkeeping, writer plumbing, fencing, batches, lifecycle. */
+/* A new run for job id in project (RUN_PICKING, no references), linked into s; NULL without
+ * memory. */
+run_t *ql_sched_run_new(ql_sched_t *s, const ql_id_t *id, const char *project);
+/* Marks r DONE and unlinks it; freed once no callback refers to it. r must not be used after. */
+void ql_sched_run_drop(run_t *r);
+/* Initialises r's timer on first use. */
+void ql_sched_ensure_timer(run_t *r);
+/* Logs one line about r's job: the formatted message, then job= and project=. */
+void ql_sched_log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The fencing check every change made on the strength of the job engine lock starts with. */
+int ql_sched_check_fence(ql_txn_t *txn, const ql_sched_t *s, ql_err_t *err);
+/* Whether status is a change refused by fencing (the first one stops fetching). */
+bool ql_sched_fenced_out(ql_sched_t *s, int status, const ql_err_t *err);
+/* Queues the mutations e[0..n) as one (each done runs once, in order); on failure none is. */
+int ql_sched_submit_batch(ql_sched_t *s, const batch_ent_t *e, size_t n);
+/* ql_sched_submit_batch; when that fails, drops the runs. */
+void ql_sched_submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n);
+/* Puts r's job back to READY while the server stops (the step is stopped first if it runs). */
+void ql_sched_interrupt_run(run_t *r);
+/* Parks a run whose mutation answered while the server stops: it starts nothing. */
+void ql_sched_park_run(run_t *r);
+
+/* sched_pick.c: the pick and the fetcher. */
+/* Copies step st's def into r and marks the step RUNNING (one more attempt, a new marker). */
+int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err);
+/* ql_sched_begin_step_rec for step seq of job, read here. */
+int ql_sched_begin_step(ql_txn_t *txn, run_t *r, const ql_job_t *job, uint32_t seq, int64_t now,
+                        ql_err_t *err);
+/* The first step of job from `from` on that is not finished (*out = n_steps when none is). */
+int ql_sched_next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, uint32_t *out,
+                             bool *warned, ql_step_t *found);
+/* Counts r's job's end in state and tells the owner (on_job_end). */
+void ql_sched_job_ended(run_t *r, ql_state_t state);
+/* A fetcher pass: appends pick mutations for the room left to ents[*n..]; the caller submits. */
+void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n);
+/* Writes the queued step ends, then a fetcher pass, its picks submitted as one mutation. */
+void ql_sched_fetch(ql_sched_t *s);
+/* The poll timer's callback: a fetcher pass, or while stopping the watch of the runs alone. */
+void ql_sched_poll_cb(ql_timer_t *t, void *arg);
+
+/* sched_step.c: running a step and a step's end. */
+/* Starts r's picked step (a process, or a timer for built-ins and simulated steps). */
+void ql_sched_start_step(run_t *r);
+/* The mutation that records r's step end (arg) with the next step's start. */
+int ql_sched_finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err);
+/* Submits the queued step ends as one mutation, with the picks that take their slots. */
+void ql_sched_flush_finishing(ql_sched_t *s);
+
+/* sched_actions.c: actions, jobs moved by another process, recovery. */
+/* Reads the jobs of the runs executing or waiting for a retry and cancels those another
+ * process moved (no longer RUNNING, or deleted). May free s (ql_sched_check_stopped). */
+void ql_sched_watch_runs(ql_sched_t *s);
 
 run_t *ql_sched_find_run(ql_sched_t *s, const ql_id_t *id);
 int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done);

@@ -1,0 +1,296 @@
+/*
+ * What changes a job from outside its run: local actions (pause, discard, ...), jobs another
+ * process moved (seen by watching the running jobs in the store), and recovery at start. Split
+ * from sched.c, whose opening comment has the design; the state they share is in sched_int.h.
+ */
+#include "scheduler/ql_config.h"
+#include "scheduler/ql_sched.h"
+#include "scheduler/sched_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- actions ---- */
+
+typedef struct sched_action action_t;
+struct sched_action {
+    ql_sched_t *s;
+    ql_id_t job;
+    ql_action_t action;
+    ql_state_t was;
+    int64_t now;
+    ql_sched_done_cb done;
+    void *arg;
+    action_t *next; /* s->actions: in flight */
+};
+
+static int action_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    action_t *a = arg;
+    return ql_job_apply_action(txn, &a->job, a->action, a->now, &a->was, err);
+}
+
+void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason) {
+    if (r->cancelled || r->phase == RUN_DONE)
+        return;
+    r->cancelled = true;
+    if (r->proc) {
+        ql_proc_stop(r->proc, reason);
+        return; /* the process's end drops the run */
+    }
+    if (r->phase == RUN_STEP || r->phase == RUN_WAITING) {
+        if (r->timer_init)
+            ql_timer_stop(&r->timer);
+        /* ql_sched_run_drop may free r at once (a virtual clock closes its timer synchronously). */
+        ql_sched_t *s = r->s;
+        ql_sched_run_drop(r);
+        ql_sched_kick(s);
+    }
+    /* PICKING / FINISHING: the mutation's answer sees `cancelled` and drops the run. */
+}
+
+static void action_done(void *arg, int status, const ql_err_t *err) {
+    action_t *a = arg;
+    ql_sched_t *s = a->s;
+    for (action_t **pp = &s->actions; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    if (status == 0) {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&a->job, id);
+        ql_log(s->opts.log, QL_LOG_INFO, "scheduler", "job action %s job=%s was=%s",
+               ql_action_name(a->action), id, ql_state_name(a->was));
+        run_t *r = ql_sched_find_run(s, &a->job);
+        if (r && a->action != QL_ACTION_RESUME) {
+            ql_proc_stop_reason_t reason = a->action == QL_ACTION_PAUSE     ? QL_PROC_STOP_PAUSE
+                                           : a->action == QL_ACTION_DISCARD ? QL_PROC_STOP_DISCARD
+                                                                            : QL_PROC_STOP_RESTART;
+            ql_sched_cancel_run(r, reason);
+        }
+        if (a->action == QL_ACTION_RESUME || a->action == QL_ACTION_RESTART)
+            ql_sched_kick(s);
+        if (s->opts.on_job_end && (a->action == QL_ACTION_DISCARD || a->action == QL_ACTION_PAUSE))
+            s->opts.on_job_end(s->opts.hook_arg, &a->job,
+                               a->action == QL_ACTION_DISCARD ? QL_DISCARDED : QL_PAUSED);
+    }
+    if (a->done)
+        a->done(a->arg, status, err);
+    free(a);
+    ql_sched_check_stopped(s); /* a stop waits for the actions in flight; may free s */
+}
+
+int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sched_done_cb done,
+                    void *arg) {
+    action_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return UV_ENOMEM;
+    a->s = s;
+    a->job = *job;
+    a->action = action;
+    a->now = ql_clock_now_ms(s->opts.clock);
+    a->done = done;
+    a->arg = arg;
+    int rc = ql_sched_submit(s, action_fn, a, action_done);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    a->next = s->actions;
+    s->actions = a;
+    return 0;
+}
+
+/* ---- jobs moved by another process ---- */
+
+/*
+ * Several servers may share a store (the job engine lock picks the one that schedules): a
+ * standby's API, or any other process writing the store, applies PAUSE, DISCARD or RESTART
+ * straight to the job's record, and only this scheduler can stop the step it runs. Kylin's job
+ * thread checks the job's status in the metadata store; here every poll interval looks up
+ * each job a run
+ * executes a step or a retry wait for, in one read transaction (a fresh LMDB snapshot, which
+ * sees every commit of the other processes), and stop the run of a job that is no longer
+ * RUNNING: its process group gets SIGTERM, then SIGKILL after the kill grace, as with a local
+ * action. The state found is left as the other process wrote it; whatever the stopped step
+ * reports is dropped (a cancelled run writes nothing, and ql_sched_finish_fn refuses a job that is
+ * not RUNNING). Runs with a local action in flight are skipped: that action's answer stops them.
+ */
+static bool action_pending(const ql_sched_t *s, const ql_id_t *job) {
+    for (const action_t *a = s->actions; a; a = a->next)
+        if (ql_id_eq(&a->job, job))
+            return true;
+    return false;
+}
+
+static bool watched(const run_t *r) {
+    return !r->cancelled && !r->parking && (r->phase == RUN_STEP || r->phase == RUN_WAITING);
+}
+
+typedef struct moved {
+    ql_id_t job;
+    ql_state_t state;
+    bool missing;
+} moved_t;
+
+void ql_sched_watch_runs(ql_sched_t *s) {
+    size_t n = 0;
+    for (run_t *r = s->runs; r; r = r->next)
+        n += watched(r);
+    if (!n)
+        return;
+    moved_t *moved = malloc(n * sizeof *moved);
+    ql_txn_t *txn;
+    if (!moved || ql_txn_begin(s->opts.store, false, &txn)) {
+        free(moved);
+        return;
+    }
+    size_t m = 0;
+    for (run_t *r = s->runs; r && m < n; r = r->next) {
+        if (!watched(r) || action_pending(s, &r->job))
+            continue;
+        ql_job_t job;
+        int rc = ql_job_get(txn, &r->job, 0, &job);
+        if (rc == QL_ENOTFOUND) {
+            moved[m++] = (moved_t){r->job, QL_DISCARDED, true};
+        } else if (rc == 0) {
+            if (job.state != QL_RUNNING)
+                moved[m++] = (moved_t){r->job, job.state, false};
+            ql_job_free(&job);
+        }
+    }
+    ql_txn_abort(txn);
+    s->busy++;
+    for (size_t i = 0; i < m; i++) {
+        /* Looked up again: stopping one run never frees another, but stay on the safe side. */
+        run_t *r = ql_sched_find_run(s, &moved[i].job);
+        if (!r || !watched(r))
+            continue;
+        const char *found = moved[i].missing ? "missing" : ql_state_name(moved[i].state);
+        char what[64];
+        if (moved[i].missing)
+            snprintf(what, sizeof what, "deleted");
+        else
+            snprintf(what, sizeof what, "RUNNING -> %s", found);
+        ql_sched_log_job(
+            s, QL_LOG_INFO, r,
+            "job %s by another process: stopping its step step=%02u attempt=%u found=%s "
+            "reason=\"the stored job is no longer RUNNING\"",
+            what, r->seq, r->attempt, found);
+        ql_proc_stop_reason_t reason = moved[i].state == QL_PAUSED  ? QL_PROC_STOP_PAUSE
+                                       : moved[i].state == QL_READY ? QL_PROC_STOP_RESTART
+                                                                    : QL_PROC_STOP_DISCARD;
+        ql_sched_cancel_run(r, reason);
+    }
+    free(moved);
+    s->busy--;
+    ql_sched_check_stopped(s); /* may free s */
+}
+
+/* ---- recovery ---- */
+
+/*
+ * What a crashed server's tries left behind is killed inside the recovery transaction, before
+ * its commit puts the steps back to READY: until that commit no interrupted step can run again,
+ * and a crash before it leaves them RUNNING with their markers for the next start to sweep
+ * (ql_proc.h, Markers). A recovery that cannot prove them gone fails, and with it the holding
+ * (the node tries again later): a step running beside its own next try is the worse outcome.
+ */
+typedef struct {
+    ql_sched_t *s;
+    uint64_t n;
+    ql_proc_tokens_t *tokens;
+    char boot_id[QL_PROC_BOOT_ID_LEN + 1];
+    unsigned groups, groups_left;
+    int rc; /* the first error collecting markers */
+} recover_t;
+
+static void recover_step(const ql_step_t *st, void *arg) {
+    recover_t *r = arg;
+    char sid[QL_ID_STR_LEN + 8];
+    if (st->token[0]) {
+        int rc = ql_proc_tokens_add(r->tokens, st->token);
+        if (rc && !r->rc)
+            r->rc = rc;
+    }
+    if (st->pgid <= 0)
+        return;
+    ql_proc_ident_t id = {.pgid = st->pgid, .start = st->pg_start};
+    memcpy(id.boot_id, st->boot_id, sizeof id.boot_id);
+    ql_proc_group_fate_t fate;
+    int rc = ql_proc_kill_group_checked(&id, r->boot_id, &fate);
+    ql_step_id_format(&st->job, st->seq, sid);
+    if (rc == 0 && fate == QL_PROC_GROUP_KILLED) {
+        r->groups++;
+        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+               "killed the process group of an interrupted step step=%s pgid=%d", sid, st->pgid);
+        return;
+    }
+    r->groups_left++;
+    /* A group whose leader died with the server is the usual case, counted in the summary; a
+     * number that now names someone else is worth a line. */
+    if (rc || fate != QL_PROC_GROUP_LEADER_GONE)
+        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+               "left the recorded process group of an interrupted step alone step=%s pgid=%d "
+               "reason=\"%s\"",
+               sid, st->pgid, rc ? ql_strerror(rc) : ql_proc_group_fate_name(fate));
+}
+
+static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    recover_t *r = arg;
+    /* This may run again (see ql_writer.h): start from nothing. */
+    r->n = 0;
+    r->groups = r->groups_left = 0;
+    r->rc = 0;
+    ql_proc_tokens_free(r->tokens);
+    r->tokens = NULL;
+    int rc = ql_sched_check_fence(txn, r->s, err);
+    if (rc)
+        return rc;
+    if ((rc = ql_proc_tokens_new(&r->tokens)))
+        return ql_err_set(err, rc, "out of memory");
+    if ((rc = ql_proc_boot_id(r->boot_id)))
+        return ql_err_set(err, rc, "cannot read the boot id: %s", ql_strerror(rc));
+    rc = ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), recover_step, r, &r->n, err);
+    if (rc)
+        return rc;
+    if (r->rc)
+        return ql_err_set(err, r->rc, "cannot collect the markers of interrupted steps: %s",
+                          ql_strerror(r->rc));
+    if (!ql_proc_tokens_count(r->tokens)) {
+        if (r->groups_left)
+            ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+                   "interrupted steps: groups_killed=%u groups_left=%u", r->groups, r->groups_left);
+        return 0;
+    }
+    ql_proc_sweep_t sw;
+    rc = ql_proc_kill_tokens(r->tokens, &sw);
+    if (rc)
+        return ql_err_set(err, rc,
+                          "cannot make sure the processes of %zu interrupted steps are gone: %s",
+                          ql_proc_tokens_count(r->tokens), ql_strerror(rc));
+    ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+           "swept the processes of interrupted steps steps=%zu killed=%u scans=%u examined=%u "
+           "unreadable=%u groups_killed=%u groups_left=%u",
+           ql_proc_tokens_count(r->tokens), sw.killed, sw.scans, sw.examined, sw.unreadable,
+           r->groups, r->groups_left);
+    return 0;
+}
+
+int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
+    recover_t r = {.s = s};
+    int rc = ql_writer_call(s->opts.writer, recover_fn, &r, err);
+    ql_proc_tokens_free(r.tokens);
+    if (rc == 0) {
+        if (r.n)
+            ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+                   "recovered interrupted jobs count=%llu reason=\"found RUNNING or PENDING at "
+                   "startup\"",
+                   (unsigned long long)r.n);
+        if (recovered)
+            *recovered = r.n;
+    }
+    return rc;
+}

@@ -1,0 +1,459 @@
+/*
+ * The pick (a READY job becomes RUNNING with its first unfinished step) and the fetcher that
+ * chooses the jobs to pick within the concurrency limits. Split from sched.c, whose opening
+ * comment has the design; the state they share is in sched_int.h.
+ */
+#include "scheduler/ql_config.h"
+#include "scheduler/ql_sched.h"
+#include "scheduler/sched_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pick ---- */
+
+/*
+ * A step record that still carries a try's marker when its next try begins: an action (PAUSE,
+ * RESTART) committed the step out of RUNNING and only then stopped the try, and a server that
+ * died in between left its processes running (ql_jobs.h, ql_job_apply_action). They are swept
+ * before the next try's marker is committed: one pass over /proc, on the writer thread inside
+ * the transaction, as recovery does. Only that rare path pays: a try that ended on its own,
+ * recovery and shutdown forget the marker once the processes are gone. Returns 0 (the marker
+ * is cleared from st) or an error with err set; st is then unchanged.
+ */
+static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
+    if (!st->token[0])
+        return 0;
+    ql_proc_tokens_t *set;
+    int rc = ql_proc_tokens_new(&set);
+    if (rc)
+        return ql_err_set(err, rc, "out of memory");
+    ql_proc_sweep_t sw = {0};
+    if (!(rc = ql_proc_tokens_add(set, st->token)))
+        rc = ql_proc_kill_tokens(set, &sw);
+    ql_proc_tokens_free(set);
+    char sid[QL_ID_STR_LEN + 8];
+    ql_step_id_format(&st->job, st->seq, sid);
+    if (rc)
+        return ql_err_set(err, rc,
+                          "step %s: cannot make sure its previous try's processes are gone: %s",
+                          sid, ql_strerror(rc));
+    ql_log(s->opts.log, sw.killed ? QL_LOG_WARN : QL_LOG_INFO, "scheduler",
+           "swept the previous try of a step before its next try step=%s killed=%u scans=%u "
+           "reason=\"an action stopped it after its commit\"",
+           sid, sw.killed, sw.scans);
+    st->token[0] = '\0';
+    return 0;
+}
+
+/* Copies the def of step st (read by the caller, updated in place) into the run and marks it
+ * RUNNING (one more attempt). A shell step's try gets its marker here, in the transaction that
+ * makes it RUNNING, so that it is durable before the process exists (ql_proc.h, Markers); a
+ * mutation run again draws a new one, and the run keeps the one that was committed. Simulated
+ * steps start no process and get none. */
+int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err) {
+    int rc = sweep_previous_try(r->s, st, err);
+    if (rc)
+        return rc;
+    st->attempts++;
+    st->retry_at = 0;
+    st->token[0] = '\0';
+    if (!r->s->opts.virtual_steps && strcmp(st->kind, "shell") == 0 && ql_proc_token_new(st->token))
+        return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
+    rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
+    if (!rc) {
+        free(r->def_bytes);
+        r->def_bytes = NULL;
+        r->def_len = st->def_len;
+        if (st->def_len && !(r->def_bytes = malloc(st->def_len)))
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+        else if (st->def_len)
+            memcpy(r->def_bytes, st->def, st->def_len);
+        r->seq = st->seq;
+        r->attempt = st->attempts;
+        memcpy(r->token, st->token, sizeof r->token);
+    }
+    return rc;
+}
+
+/* The same for step seq, read here. */
+int ql_sched_begin_step(ql_txn_t *txn, run_t *r, const ql_job_t *job, uint32_t seq, int64_t now,
+                        ql_err_t *err) {
+    ql_step_t st;
+    int rc = ql_step_get(txn, &job->id, seq, &st);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read step %u: %s", seq, ql_strerror(rc));
+    rc = ql_sched_begin_step_rec(txn, r, &st, now, err);
+    ql_step_free(&st);
+    return rc;
+}
+
+static bool step_finished(ql_state_t s) {
+    return s == QL_SUCCEED || s == QL_WARNING || s == QL_SKIP;
+}
+
+/* The first step at or after `from` that has not finished, or n_steps. When found is not NULL
+ * and a step was found, it gets that step's record (the caller frees it), so that starting it
+ * needs no second read. Steps are read only up to the one found: the job's outcome, for which
+ * *warned tells whether a finished step ended WARNING, only matters once no step is left, and
+ * only then are the steps before `from` read too, except step from - 1, whose state the caller
+ * knows (it has just ended it; pick passes from = 0). */
+int ql_sched_next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, uint32_t *out,
+                             bool *warned, ql_step_t *found) {
+    *out = job->n_steps;
+    for (uint32_t i = from; i < job->n_steps; i++) {
+        ql_step_t st;
+        int rc = ql_step_get(txn, &job->id, i, &st);
+        if (rc)
+            return rc;
+        if (!step_finished(st.state)) {
+            *out = i;
+            if (found)
+                *found = st;
+            else
+                ql_step_free(&st);
+            break;
+        }
+        if (st.state == QL_WARNING && warned)
+            *warned = true;
+        ql_step_free(&st);
+    }
+    for (uint32_t i = 0; warned && *out == job->n_steps && i + 1 < from && i < job->n_steps; i++) {
+        ql_step_t st;
+        int rc = ql_step_get(txn, &job->id, i, &st);
+        if (rc)
+            return rc;
+        if (st.state == QL_WARNING)
+            *warned = true;
+        ql_step_free(&st);
+    }
+    return 0;
+}
+
+static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    int64_t now = r->now;
+    ql_job_t job;
+    int rc = ql_sched_check_fence(txn, s, err);
+    if (rc)
+        return rc;
+    rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc == QL_ENOTFOUND) {
+        r->result = RESULT_STALE;
+        return 0;
+    }
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the job: %s", ql_strerror(rc));
+    if (job.state != QL_READY) {
+        r->result = RESULT_STALE;
+        goto out;
+    }
+    job.fence = s->opts.fence;
+    bool exists;
+    if ((rc = ql_meta_job_target_exists(txn, &job, &exists)))
+        goto out;
+    if (!exists) {
+        r->result = RESULT_SUICIDAL;
+        rc = ql_job_set_state(txn, &job, QL_SUICIDAL, false, now, err);
+        goto out;
+    }
+    uint32_t seq;
+    bool warned = false;
+    ql_step_t first;
+    if ((rc = ql_sched_next_unfinished(txn, &job, 0, &seq, &warned, &first)))
+        goto out;
+    if (seq < job.n_steps && first.token[0]) {
+        /* Swept before anything is written, so that a sweep that fails leaves this one job
+         * READY (tried again at a later fetch) instead of failing the whole pick batch. */
+        ql_err_t why = {0};
+        if (sweep_previous_try(s, &first, &why)) {
+            ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "job not started: %s", why.msg);
+            ql_step_free(&first);
+            r->result = RESULT_STALE;
+            goto out;
+        }
+    }
+    /* READY -> PENDING -> RUNNING in one write of the record: PENDING is checked against the
+     * table like any transition, but no reader could ever see it (it lives inside this
+     * transaction), so writing it too would only double the job's index updates. */
+    if (!ql_job_transition_legal(job.state, QL_PENDING)) {
+        rc = ql_job_set_state(txn, &job, QL_PENDING, false, now, err); /* the error */
+    } else {
+        job.state = QL_PENDING;
+        rc = ql_job_set_state(txn, &job, QL_RUNNING, false, now, err);
+    }
+    if (rc) {
+        if (seq < job.n_steps)
+            ql_step_free(&first);
+        goto out;
+    }
+    if (seq == job.n_steps) {
+        /* Every step had finished before an interruption: the job is done. */
+        r->result = RESULT_FINISHED;
+        r->final_state = QL_SUCCEED;
+        rc = ql_job_set_state(txn, &job, QL_SUCCEED, warned, now, err);
+        goto out;
+    }
+    rc = ql_sched_begin_step_rec(txn, r, &first, now, err);
+    ql_step_free(&first);
+    if (rc)
+        goto out;
+    ql_job_free(&r->jobinfo);
+    rc = ql_job_copy(&r->jobinfo, &job);
+    r->result = RESULT_RUN;
+out:
+    ql_job_free(&job);
+    return rc;
+}
+
+void ql_sched_job_ended(run_t *r, ql_state_t state) {
+    ql_sched_t *s = r->s;
+    if (ql_state_is_final(state))
+        s->stats.finished++;
+    if (s->opts.on_job_end)
+        s->opts.on_job_end(s->opts.hook_arg, &r->job, state);
+}
+
+static void pick_done(void *arg, int status, const ql_err_t *err) {
+    run_t *r = arg;
+    ql_sched_t *s = r->s;
+    r->refs--;
+    if (ql_sched_fenced_out(s, status, err)) {
+        ql_sched_run_drop(r); /* not started: the job stays READY for the lock's new holder */
+        return;
+    }
+    if (status) {
+        ql_sched_log_job(s, QL_LOG_ERROR, r, "cannot start the job: %s", err->msg);
+        ql_sched_run_drop(r);
+        return;
+    }
+    switch (r->result) {
+    case RESULT_STALE:
+        ql_sched_run_drop(r);
+        break;
+    case RESULT_SUICIDAL:
+        ql_sched_log_job(s, QL_LOG_WARN, r,
+                         "job READY -> SUICIDAL reason=\"its model or segment is gone\"");
+        ql_sched_job_ended(r, QL_SUICIDAL);
+        ql_sched_run_drop(r);
+        ql_sched_kick(s);
+        break;
+    case RESULT_FINISHED:
+        ql_sched_log_job(s, QL_LOG_INFO, r,
+                         "job READY -> SUCCEED reason=\"every step had finished\"");
+        ql_sched_job_ended(r, QL_SUCCEED);
+        ql_sched_run_drop(r);
+        ql_sched_kick(s);
+        break;
+    default:
+        s->stats.picked++;
+        ql_sched_log_job(s, QL_LOG_INFO, r, "job READY -> PENDING -> RUNNING step=%02u attempt=%u",
+                         r->seq, r->attempt);
+        if (r->cancelled) {
+            ql_sched_run_drop(r);
+            break;
+        }
+        if (s->stopping) {
+            ql_sched_park_run(r);
+            break;
+        }
+        ql_sched_start_step(r);
+    }
+}
+
+/* ---- the fetcher ---- */
+
+struct proj_slot {
+    char name[QL_NAME_MAX + 1];
+    int running;
+    int limit; /* the project's own limit, 0: none (the server's), -1: unknown, hold its jobs */
+};
+
+typedef struct {
+    ql_sched_t *s;
+    ql_txn_t *txn;
+    int room;
+    int picked;
+    batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
+    size_t n_batch;
+    /* per-project running counts and limits, for this pass: every project it meets */
+    struct proj_slot *proj;
+    int n_proj, cap_proj;
+} fetch_ctx_t;
+
+/* The project's own kylin.job.max-concurrent-jobs (0: none), read by the configuration's typed
+ * parser, with the server key's bounds and error text. A stored value that does not parse
+ * (PUT /projects/{p}/config refuses one, but a store written by a build with other bounds, or
+ * written directly, may hold one) gives -1: the limit the project meant is unknown, so its jobs
+ * wait rather than run unlimited, and every pass logs why until a valid value is set. */
+static int project_limit(ql_sched_t *s, const ql_project_t *p) {
+    const char *v = ql_strmap_get(&p->config, "kylin.job.max-concurrent-jobs");
+    if (!v)
+        return 0;
+    int64_t limit;
+    ql_err_t err = {0};
+    if (ql_config_parse_int("kylin.job.max-concurrent-jobs", v, &limit, &err) == 0)
+        return (int)limit;
+    /* Passes run many times a second under load: say it once a minute, not on every pass. */
+    int64_t now = ql_clock_now_ms(s->opts.clock);
+    if (!s->bad_limit_logged_ms || now - s->bad_limit_logged_ms >= 60000) {
+        s->bad_limit_logged_ms = now;
+        ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
+               "project jobs held: its override is invalid (%s) project=%s", err.msg, p->name);
+    }
+    return -1;
+}
+
+/* The project's slot, added on first sight; -1 only when out of memory. */
+static int project_slot(fetch_ctx_t *c, const char *name) {
+    for (int i = 0; i < c->n_proj; i++)
+        if (strcmp(c->proj[i].name, name) == 0)
+            return i;
+    if (c->n_proj == c->cap_proj) {
+        int cap = c->cap_proj ? c->cap_proj * 2 : 16;
+        struct proj_slot *grown = realloc(c->proj, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return -1;
+        c->proj = grown;
+        c->cap_proj = cap;
+    }
+    int i = c->n_proj++;
+    snprintf(c->proj[i].name, sizeof c->proj[i].name, "%s", name);
+    c->proj[i].running = 0;
+    c->proj[i].limit = 0;
+    ql_project_t p;
+    if (ql_project_get(c->txn, name, 0, &p) == 0) {
+        c->proj[i].limit = project_limit(c->s, &p);
+        ql_project_free(&p);
+    }
+    for (run_t *r = c->s->runs; r; r = r->next)
+        if (!r->ending && strcmp(r->project, name) == 0)
+            c->proj[i].running++;
+    return i;
+}
+
+static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    (void)priority;
+    (void)create_time;
+    fetch_ctx_t *c = arg;
+    ql_sched_t *s = c->s;
+    if (ql_sched_find_run(s, id))
+        return 0; /* in flight, or its previous try is still being stopped */
+    ql_job_t job;
+    if (ql_job_get(c->txn, id, 0, &job))
+        return 0;
+    int slot = project_slot(c, job.project);
+    /* Without a slot (out of memory) or with an invalid override the project's limit is
+     * unknown: wait for the next pass rather than risk going over it. */
+    bool full = slot < 0 || c->proj[slot].limit < 0 ||
+                (c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit);
+    if (!full) {
+        run_t *r = ql_sched_run_new(s, id, job.project);
+        if (r) {
+            r->phase = RUN_PICKING;
+            r->now = ql_clock_now_ms(s->opts.clock);
+            r->refs++;
+            c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
+            c->room--;
+            c->picked++;
+            c->proj[slot].running++;
+        }
+    }
+    ql_job_free(&job);
+    return c->room > 0 ? 0 : 1;
+}
+
+/*
+ * A fetcher pass: picks READY jobs for the room left and appends their pick mutations to
+ * ents[*n..] (room for max_concurrent_jobs more entries), which the caller submits.
+ */
+void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
+    /* Nothing new while step ends wait for the store (sched_hold.c). */
+    if (!s->fetching || s->stopping || ql_sched_holding(s))
+        return;
+    /* Runs whose job is ending run nothing any more: their slots may be taken now, so that the
+     * picks share a commit with those jobs' ends instead of waiting for it. */
+    int room = s->opts.max_concurrent_jobs - (int)(s->n_runs - s->n_ending);
+    if (room <= 0)
+        return;
+    s->stats.fetches++;
+    fetch_ctx_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->s = s;
+    c->room = room;
+    c->batch = ents + *n;
+    if (ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
+        int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
+        if (rc)
+            ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
+        ql_txn_abort(c->txn);
+    }
+    *n += c->n_batch;
+    free(c->proj);
+    free(c);
+}
+
+void ql_sched_fetch(ql_sched_t *s) {
+    /* Step ends still queued go first: a pick must never be written before the end of the job
+     * whose slot it takes (ql_sched_flush_finishing picks for those slots itself). */
+    if (s->n_finishing)
+        ql_sched_flush_finishing(s);
+    batch_ent_t *ents = malloc((size_t)s->opts.max_concurrent_jobs * sizeof *ents);
+    size_t n = 0;
+    if (!ents)
+        return;
+    ql_sched_fetch_into(s, ents, &n);
+    /* Every pick of this pass in one mutation (see ql_sched_submit_batch). */
+    ql_sched_submit_or_drop(s, ents, n);
+    free(ents);
+}
+
+static void kick_cb(ql_timer_t *t, void *arg) {
+    (void)t;
+    ql_sched_fetch(arg);
+}
+
+void ql_sched_kick(ql_sched_t *s) {
+    if (s->fetching && !s->stopping && !s->kick_timer.armed)
+        ql_timer_start(&s->kick_timer, 0, kick_cb, s);
+}
+
+/* Every poll interval: a fetcher pass (which also watches the running jobs), or, while a
+ * `wait` shutdown waits for running steps, the watch alone. */
+void ql_sched_poll_cb(ql_timer_t *t, void *arg) {
+    ql_sched_t *s = arg;
+    bool fetch_now = s->fetching && !s->stopping;
+    if (fetch_now || (s->stopping && s->n_runs))
+        ql_timer_start(t, s->opts.poll_interval_ms, ql_sched_poll_cb, s);
+    /* Jobs moved by another process first (a job resumed or restarted there is picked once its
+     * old try is gone). Only here, once per poll interval: it reads every running job, which
+     * the fetches a submission or a step end triggers (thousands a second under load) should
+     * not. */
+    if (fetch_now) {
+        ql_sched_watch_runs(s);
+        ql_sched_fetch(s);
+    } else {
+        ql_sched_watch_runs(s); /* may end a stop (and free s): nothing may follow */
+    }
+}
+
+void ql_sched_start(ql_sched_t *s) {
+    s->fetching = true;
+    if (s->opts.poll_interval_ms > 0)
+        ql_timer_start(&s->poll_timer, s->opts.poll_interval_ms, ql_sched_poll_cb, s);
+    ql_sched_kick(s);
+}
+
+void ql_sched_pause_fetching(ql_sched_t *s) {
+    s->fetching = false;
+    ql_timer_stop(&s->poll_timer);
+    ql_timer_stop(&s->kick_timer);
+}
+
+bool ql_sched_is_fetching(const ql_sched_t *s) {
+    return s->fetching;
+}
