@@ -279,8 +279,10 @@ int ql_stepdef_decode(const uint8_t *buf, size_t len, ql_stepdef_t *out, ql_err_
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     size_t off = 0;
-    msgpack_unpack_return r = msgpack_unpack_next(&u, (const char *)buf, len, &off);
     int rc;
+    msgpack_unpack_return r = ql_msgpack_check_counts(buf, len)
+                                  ? MSGPACK_UNPACK_PARSE_ERROR
+                                  : msgpack_unpack_next(&u, (const char *)buf, len, &off);
     if (r == MSGPACK_UNPACK_NOMEM_ERROR)
         rc = ql_err_set(err, UV_ENOMEM, "out of memory");
     else if (r != MSGPACK_UNPACK_SUCCESS)

@@ -128,7 +128,8 @@ static int decode_custom_params(const ql_job_t *j, custom_params_t *out, ql_err_
     msgpack_unpacked_init(&u);
     size_t off = 0;
     int rc = 0;
-    if (msgpack_unpack_next(&u, j->params, j->params_len, &off) != MSGPACK_UNPACK_SUCCESS ||
+    if (ql_msgpack_check_counts(j->params, j->params_len) ||
+        msgpack_unpack_next(&u, j->params, j->params_len, &off) != MSGPACK_UNPACK_SUCCESS ||
         u.data.type != MSGPACK_OBJECT_MAP || u.data.via.map.size > QL_TEMPLATE_MAX_PARAMS) {
         rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
         goto out;

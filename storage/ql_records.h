@@ -269,6 +269,12 @@ typedef struct ql_buf {
 void ql_buf_reset(ql_buf_t *b);
 void ql_buf_free(ql_buf_t *b);
 
+/* 0 when buf holds one complete msgpack value whose arrays and maps claim no more elements
+ * than bytes remain, else QL_ECORRUPT. Every decoder of stored msgpack bytes calls it before
+ * msgpack-c, which allocates for the claimed counts before reading them (five corrupt bytes
+ * could ask for 128 GB). The record decoders below already do. */
+int ql_msgpack_check_counts(const void *buf, size_t len);
+
 int ql_project_encode(const ql_project_t *p, ql_buf_t *out);
 int ql_project_decode(const void *buf, size_t len, unsigned flags, ql_project_t *out);
 int ql_model_encode(const ql_model_t *m, ql_buf_t *out);

@@ -463,3 +463,7 @@ PUBLIC_DECODER(ql_model_t, model)
 PUBLIC_DECODER(ql_segment_t, segment)
 PUBLIC_DECODER(ql_job_t, job)
 PUBLIC_DECODER(ql_step_t, step)
+
+int ql_msgpack_check_counts(const void *buf, size_t len) {
+    return ql_codec_check_counts(buf, len);
+}

@@ -2,6 +2,7 @@
 #include "engine/ql_template.h"
 #include "engine/ql_yaml.h"
 #include "storage/ql_error.h"
+#include "tests/common/mem_util.h"
 
 #include <criterion/criterion.h>
 #include <msgpack.h>
@@ -1125,4 +1126,26 @@ Test(template, when_errors_name_the_line_and_reason) {
                  "jobs.yaml:4: when 'QILIN_MODEL': expected");
     expect_error(STEPS("      - {name: a, kind: noop, when: {QILIN_MODEL: []}}\n"),
                  "jobs.yaml:4: when 'QILIN_MODEL'");
+}
+
+/*
+ * A stored step definition whose array or map header claims billions of elements: msgpack-c
+ * allocates for the claimed count before reading any, so it must be refused before msgpack-c
+ * sees it. The address space is capped 256 MB above what the test maps, so such a request
+ * fails with ENOMEM instead of being handed untouched virtual memory.
+ */
+Test(template, stepdef_with_a_huge_claimed_count_is_corrupt_without_allocating) {
+    static const uint8_t map32[] = {0xdf, 0xff, 0xff, 0xff, 0xff};
+    static const uint8_t array32[] = {0x81, 0xa4, 'a', 'r', 'g', 'v', 0xdd, 0x40, 0x00, 0x00, 0x00};
+    ql_test_cap_address_space((size_t)256 << 20);
+    const struct {
+        const uint8_t *b;
+        size_t n;
+    } inputs[] = {{map32, sizeof map32}, {array32, sizeof array32}};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
+        ql_stepdef_t s;
+        ql_err_t err = {0};
+        int rc = ql_stepdef_decode(inputs[i].b, inputs[i].n, &s, &err);
+        cr_expect_eq(rc, QL_ECORRUPT, "input %zu: %d (%s)", i, rc, err.msg);
+    }
 }

@@ -5,6 +5,7 @@
  */
 #include "storage/ql_error.h"
 #include "storage/ql_records.h"
+#include "tests/common/mem_util.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -534,16 +535,6 @@ Test(records, garbage_is_ecorrupt) {
     ql_buf_free(&buf);
 }
 
-/* The address space this process maps now, in bytes (/proc/self/statm's first field). */
-static size_t mapped_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    cr_assert(f);
-    unsigned long pages = 0;
-    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
-    fclose(f);
-    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /*
  * A corrupt value whose array or map header claims billions of elements (found by
  * fuzz_records): msgpack-c allocates the objects for the claimed count before reading any, so
@@ -567,7 +558,7 @@ Test(records, huge_claimed_count_is_ecorrupt_without_allocating) {
     struct rlimit old, capped;
     cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
     capped = old;
-    capped.rlim_cur = mapped_bytes() + ((rlim_t)256 << 20);
+    capped.rlim_cur = ql_test_mapped_bytes() + ((rlim_t)256 << 20);
     cr_assert_eq(setrlimit(RLIMIT_AS, &capped), 0);
     for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
         const void *b = inputs[i].bytes;
