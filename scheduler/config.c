@@ -1,12 +1,13 @@
 /*
- * Configuration values: parsing and validation by type, --set, project overrides, getters and
- * the effective-config dump. The option table is in config_table.c, the file loader in
- * config_load.c.
+ * Configuration values: parsing and validation by type, --set and project overrides. The
+ * option table is in config_table.c, the file loader in config_load.c, the getters and the
+ * effective-config dump in config_get.c.
  *
  * Every way a value arrives (default, file, --set, project override) goes through parse_value(),
  * so one option has one set of rules. A value is parsed into a fresh value_t and swapped in only
  * when it is valid: a failed set never leaves a half-updated option behind.
  */
+#include "scheduler/config_int.h"
 #include "scheduler/ql_config.h"
 
 #include "engine/ql_yaml.h"
@@ -23,29 +24,6 @@
 
 #define ZONEINFO_DIR "/usr/share/zoneinfo"
 #define SHOWN 120 /* longest piece of a value quoted back in an error message */
-
-typedef struct value {
-    char *text; /* the value as given (canonical for getters of string-like types) */
-    bool b;
-    int64_t i;
-    char **items;
-    size_t nitems;
-    char *host;
-    int port;
-    ql_config_user_t *users;
-    size_t nusers;
-    char *source;
-    int line;
-} value_t;
-
-struct ql_config {
-    const ql_config_option_t *opts;
-    size_t n;
-    value_t *vals;
-};
-
-static const ql_config_user_t builtin_user = {
-    .name = QL_CONFIG_DEFAULT_USER, .password_hash = NULL, .role = "ADMIN", .builtin = true};
 
 /* ---- small helpers ---- */
 
@@ -524,13 +502,6 @@ static const char *closest_key(const char *key) {
     return best_d <= klen / 3 + 1 ? best : NULL;
 }
 
-static void where(char *buf, size_t len, const char *source, int line) {
-    if (line > 0)
-        snprintf(buf, len, "%s:%d", source, line);
-    else
-        snprintf(buf, len, "%s", source);
-}
-
 static int unknown_key(ql_err_t *err, const char *at, const char *key) {
     const char *hint = closest_key(key);
     if (hint)
@@ -539,10 +510,6 @@ static int unknown_key(ql_err_t *err, const char *at, const char *key) {
     return ql_err_set(err, QL_EINVAL,
                       "%s%sunknown key '%.*s' (docs/configuration.md lists every key)", at,
                       *at ? ": " : "", SHOWN, key);
-}
-
-static size_t index_of(const ql_config_t *cfg, const ql_config_option_t *o) {
-    return (size_t)(o - cfg->opts);
 }
 
 /* Swaps a parsed value in, recording its source. Takes ownership of *v's contents. */
@@ -554,7 +521,7 @@ static int install(ql_config_t *cfg, const ql_config_option_t *o, value_t *v, co
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     }
     v->line = line;
-    value_t *slot = &cfg->vals[index_of(cfg, o)];
+    value_t *slot = &cfg->vals[ql_config_index_of(cfg, o)];
     value_clear(slot);
     *slot = *v;
     return 0;
@@ -563,7 +530,7 @@ static int install(ql_config_t *cfg, const ql_config_option_t *o, value_t *v, co
 int ql_config_set(ql_config_t *cfg, const char *key, const char *value, const char *source,
                   int line, ql_err_t *err) {
     char at[300];
-    where(at, sizeof at, source ? source : "config", line);
+    ql_config_where(at, sizeof at, source ? source : "config", line);
     const ql_config_option_t *o = ql_config_find_option(key);
     if (!o)
         return unknown_key(err, at, key ? key : "");
@@ -596,7 +563,7 @@ int ql_config_set_users(ql_config_t *cfg, const ql_config_user_t *users, size_t 
         }
         value_clear(&v);
         char at[300];
-        where(at, sizeof at, source, lines ? lines[i] : line);
+        ql_config_where(at, sizeof at, source, lines ? lines[i] : line);
         return ql_err_set(err, QL_EINVAL, "%s: %s[%zu]: %s", at, o->key, i, why);
     }
     if (!(v.text = str_dup(n ? "(users)" : ""))) {
@@ -678,7 +645,7 @@ int ql_config_check(const ql_config_t *cfg, ql_err_t *err) {
         int line;
         const char *src = ql_config_source(cfg, "qilin.server.listen", &line);
         char at[300];
-        where(at, sizeof at, src, line);
+        ql_config_where(at, sizeof at, src, line);
         return ql_err_set(err, QL_EINVAL,
                           "%s: qilin.server.listen: '%s' is not a loopback address, and no "
                           "users are configured (the generated ADMIN password is for local "
@@ -740,147 +707,4 @@ int ql_config_parse_int(const char *key, const char *value, int64_t *out, ql_err
         *out = o->type == QL_CONFIG_BOOL ? (int64_t)v.b : v.i;
     value_clear(&v);
     return rc == 0 ? 0 : ql_err_set(err, QL_EINVAL, "%s: %s", key, why);
-}
-
-/* ---- getters ---- */
-
-/* The value of key, which must exist and have one of the types in mask (bits of 1 << type).
- * Anything else is a bug in the caller, reported loudly even in release builds. */
-static const value_t *must_get(const ql_config_t *cfg, const char *key, unsigned mask,
-                               const char *getter) {
-    const ql_config_option_t *o = ql_config_find_option(key);
-    if (!o || !(mask & (1u << o->type))) {
-        fprintf(stderr, "%s(\"%s\"): %s\n", getter, key ? key : "(null)",
-                o ? "the option has another type" : "no such option");
-        abort();
-    }
-    return &cfg->vals[index_of(cfg, o)];
-}
-
-#define T(t) (1u << (t))
-
-bool ql_config_get_bool(const ql_config_t *cfg, const char *key) {
-    return must_get(cfg, key, T(QL_CONFIG_BOOL), __func__)->b;
-}
-
-int64_t ql_config_get_int(const ql_config_t *cfg, const char *key) {
-    return must_get(cfg, key, T(QL_CONFIG_INT), __func__)->i;
-}
-
-int64_t ql_config_get_ms(const ql_config_t *cfg, const char *key) {
-    return must_get(cfg, key, T(QL_CONFIG_MS), __func__)->i;
-}
-
-uint64_t ql_config_get_size(const ql_config_t *cfg, const char *key) {
-    return (uint64_t)must_get(cfg, key, T(QL_CONFIG_SIZE), __func__)->i;
-}
-
-const char *ql_config_get_str(const ql_config_t *cfg, const char *key) {
-    unsigned mask = T(QL_CONFIG_STRING) | T(QL_CONFIG_ENUM) | T(QL_CONFIG_PATH) |
-                    T(QL_CONFIG_ADDRESS) | T(QL_CONFIG_TIMEZONE);
-    return must_get(cfg, key, mask, __func__)->text;
-}
-
-size_t ql_config_get_list(const ql_config_t *cfg, const char *key, const char *const **items) {
-    const value_t *v = must_get(cfg, key, T(QL_CONFIG_LIST), __func__);
-    *items = (const char *const *)v->items;
-    return v->nitems;
-}
-
-bool ql_config_list_has(const ql_config_t *cfg, const char *key, const char *item) {
-    const char *const *items;
-    size_t n = ql_config_get_list(cfg, key, &items);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(items[i], item) == 0)
-            return true;
-    return false;
-}
-
-void ql_config_get_address(const ql_config_t *cfg, const char *key, const char **host, int *port) {
-    const value_t *v = must_get(cfg, key, T(QL_CONFIG_ADDRESS), __func__);
-    *host = v->host;
-    *port = v->port;
-}
-
-size_t ql_config_users(const ql_config_t *cfg, const ql_config_user_t **users) {
-    const value_t *v = must_get(cfg, "qilin.server.users", T(QL_CONFIG_USERS), __func__);
-    if (v->nusers == 0) {
-        *users = &builtin_user;
-        return 1;
-    }
-    *users = v->users;
-    return v->nusers;
-}
-
-bool ql_config_default_user_in_use(const ql_config_t *cfg) {
-    return must_get(cfg, "qilin.server.users", T(QL_CONFIG_USERS), __func__)->nusers == 0;
-}
-
-bool ql_config_serves_jobs(const ql_config_t *cfg) {
-    return ql_config_list_has(cfg, "kylin.server.mode", "all") ||
-           ql_config_list_has(cfg, "kylin.server.mode", "job");
-}
-
-bool ql_config_serves_queries(const ql_config_t *cfg) {
-    return ql_config_list_has(cfg, "kylin.server.mode", "all") ||
-           ql_config_list_has(cfg, "kylin.server.mode", "query");
-}
-
-const char *ql_config_source(const ql_config_t *cfg, const char *key, int *line) {
-    const value_t *v = must_get(cfg, key, ~0u, __func__);
-    if (line)
-        *line = v->line;
-    return v->source;
-}
-
-/* ---- dump ---- */
-
-static void put_quoted(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
-int ql_config_dump(const ql_config_t *cfg, FILE *out) {
-    fprintf(out, "# Effective Qilin configuration; the comment after each value is its source.\n");
-    for (size_t i = 0; i < cfg->n; i++) {
-        const ql_config_option_t *o = &cfg->opts[i];
-        const value_t *v = &cfg->vals[i];
-        char src[320];
-        where(src, sizeof src, v->source, v->line);
-        fprintf(out, "%s: ", o->key);
-        switch (o->type) {
-        case QL_CONFIG_BOOL:
-            fputs(v->b ? "true" : "false", out);
-            break;
-        case QL_CONFIG_INT:
-        case QL_CONFIG_MS:
-        case QL_CONFIG_SIZE:
-            fprintf(out, "%" PRId64, v->i);
-            break;
-        case QL_CONFIG_USERS:
-            if (v->nusers == 0) {
-                fprintf(out, "[]  # %s: the built-in %s user\n", src, QL_CONFIG_DEFAULT_USER);
-                continue;
-            }
-            fprintf(out, " # %s (password hashes redacted)\n", src);
-            for (size_t u = 0; u < v->nusers; u++) {
-                fputs("  - name: ", out);
-                put_quoted(out, v->users[u].name);
-                fputs("\n    password_hash: \"(redacted)\"\n    role: ", out);
-                put_quoted(out, v->users[u].role);
-                fputc('\n', out);
-            }
-            continue;
-        default:
-            put_quoted(out, v->text);
-            break;
-        }
-        fprintf(out, "  # %s\n", src);
-    }
-    return ferror(out) ? UV_EIO : 0;
 }
