@@ -1,5 +1,6 @@
 /*
- * The dispatcher's scan, timer, model list and decisions. See ql_dispatch.h for the design.
+ * The dispatcher's scan and timer. See ql_dispatch.h for the design; the model list and the
+ * decisions by model are in dispatch_index.c, the types they share in dispatch_int.h.
  *
  * Costs, for 100,000 models: the model list is decoded only when the metadata generation
  * changed; the time math runs once per distinct (zone, config, format) combination; a model
@@ -8,6 +9,7 @@
  * Segments are decoded into a fixed buffer: nothing is allocated per segment.
  */
 #include "scheduler/dispatch_cache.h"
+#include "scheduler/dispatch_int.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_submit.h"
 
@@ -15,280 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define SEG_BUF 64
-#define DAY_MS 86400000LL
-
-/* One distinct time computation per scan. */
-typedef struct combo {
-    char zone[64];
-    char format[QL_FORMAT_MAX + 1];
-    ql_auto_build_cfg_t cfg;
-    /* computed per scan */
-    int64_t scan_id;
-    int rc; /* 0, QL_EEMPTYRANGE, or another error */
-    int64_t occurrence, start, end;
-    char msg[160];
-} combo_t;
-
-/* The fields every scan reads come first, so a warm scan touches one cache line per model. */
-typedef struct mentry {
-    ql_id_t id;
-    uint32_t project;
-    ql_skip_reason_t skip; /* static eligibility (project_disabled included) */
-    uint32_t combo;
-    uint32_t decision;
-    char name[QL_NAME_MAX + 1];
-    char skip_msg[200];
-} mentry_t;
-
-typedef struct pentry {
-    char name[QL_NAME_MAX + 1];
-} pentry_t;
-
-/* What the dispatcher remembers per model; the public ql_decision_t is filled from it. What
- * every scan writes and compares comes first; the related segments, written only when a model
- * is evaluated from the store, last. */
-typedef struct drec {
-    ql_id_t model;
-    ql_cycle_state_t state;
-    ql_skip_reason_t reason;
-    int64_t occurrence, start, end;
-    int64_t evaluated_at;
-    char *msg;
-    uint32_t n_related;
-    uint32_t mentry; /* index in the model list it was last seen at, or UINT32_MAX */
-    bool from_cache;
-    /* log suppression */
-    bool failure_logged;
-    ql_cycle_state_t logged_state;
-    int64_t logged_occurrence, logged_start, logged_end;
-    int64_t warned_day;
-    ql_skip_reason_t warned_reason;
-    ql_id_t job;
-    ql_id_t related[QL_DECISION_MAX_RELATED];
-} drec_t;
-
-typedef struct pending {
-    ql_dispatcher_t *d;
-    ql_submit_op_t op;
-    uint32_t decision;
-    char project[QL_NAME_MAX + 1];
-    char name[QL_NAME_MAX + 1];
-} pending_t;
-
-struct ql_dispatcher {
-    ql_dispatcher_opts_t opts;
-    ql_cycle_cache_t *cache;
-    ql_tzcache_t *tzcache;
-    ql_submit_cache_t *formats; /* partition formats, opened once per pattern */
-    /* the model list, valid for `generation` */
-    bool list_valid;
-    uint64_t generation;
-    pentry_t *projects;
-    size_t n_projects;
-    mentry_t *models;
-    size_t n_models, cap_models;
-    combo_t *combos;
-    size_t n_combos;
-    /* decisions by model id */
-    drec_t *decisions;
-    size_t n_decisions, cap_decisions;
-    uint32_t *dindex;
-    size_t n_dindex;
-    /* scan state */
-    bool scanning;
-    bool timer_on;
-    int64_t scan_id;
-    int64_t scan_started_mono;
-    int64_t scan_started_us;
-    size_t pending;
-    bool freed; /* ql_dispatcher_free ran while submissions were pending: the last answer frees */
-    void (*scan_done)(void *arg);
-    void *scan_done_arg;
-    ql_timer_t timer;
-    ql_dispatcher_stats_t stats;
-};
-
-/* ---- decisions ---- */
-
-static size_t id_hash(const ql_id_t *id, size_t n) {
-    uint64_t h;
-    memcpy(&h, id->b + 4, 8);
-    return (size_t)(h * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
-}
-
-static int dindex_grow(ql_dispatcher_t *d) {
-    size_t n = d->n_dindex ? d->n_dindex * 2 : 1024;
-    uint32_t *idx = calloc(n, sizeof *idx);
-    if (!idx)
-        return UV_ENOMEM;
-    for (size_t i = 0; i < d->n_decisions; i++) {
-        size_t b = id_hash(&d->decisions[i].model, n);
-        while (idx[b])
-            b = (b + 1) & (n - 1);
-        idx[b] = (uint32_t)i + 1;
-    }
-    free(d->dindex);
-    d->dindex = idx;
-    d->n_dindex = n;
-    return 0;
-}
-
-static drec_t *decision_find(const ql_dispatcher_t *d, const ql_id_t *id) {
-    if (!d->n_dindex)
-        return NULL;
-    for (size_t b = id_hash(id, d->n_dindex);; b = (b + 1) & (d->n_dindex - 1)) {
-        uint32_t v = d->dindex[b];
-        if (!v)
-            return NULL;
-        if (ql_id_eq(&d->decisions[v - 1].model, id))
-            return &d->decisions[v - 1];
-    }
-}
-
-static int decision_slot(ql_dispatcher_t *d, const ql_id_t *id, uint32_t *out) {
-    drec_t *r = decision_find(d, id);
-    if (r) {
-        *out = (uint32_t)(r - d->decisions);
-        return 0;
-    }
-    if ((d->n_decisions + 1) * 2 > d->n_dindex && dindex_grow(d))
-        return UV_ENOMEM;
-    if (d->n_decisions == d->cap_decisions) {
-        size_t cap = d->cap_decisions ? d->cap_decisions * 2 : 256;
-        drec_t *p = realloc(d->decisions, cap * sizeof *p);
-        if (!p)
-            return UV_ENOMEM;
-        d->decisions = p;
-        d->cap_decisions = cap;
-    }
-    drec_t *n = &d->decisions[d->n_decisions];
-    memset(n, 0, sizeof *n);
-    n->model = *id;
-    n->warned_day = -1;
-    size_t b = id_hash(id, d->n_dindex);
-    while (d->dindex[b])
-        b = (b + 1) & (d->n_dindex - 1);
-    d->dindex[b] = (uint32_t)d->n_decisions + 1;
-    *out = (uint32_t)d->n_decisions++;
-    return 0;
-}
-
-static void set_msg(drec_t *r, const char *msg) {
-    free(r->msg);
-    r->msg = msg && msg[0] ? strdup(msg) : NULL;
-}
-
-/* ---- the model list ---- */
-
-static uint32_t combo_for(ql_dispatcher_t *d, const char *zone, const char *format,
-                          const ql_auto_build_cfg_t *cfg) {
-    for (size_t i = 0; i < d->n_combos; i++) {
-        combo_t *c = &d->combos[i];
-        if (!strcmp(c->zone, zone) && !strcmp(c->format, format) &&
-            c->cfg.trigger_sec == cfg->trigger_sec && c->cfg.offset_days == cfg->offset_days &&
-            c->cfg.start_sec == cfg->start_sec && c->cfg.end_sec == cfg->end_sec)
-            return (uint32_t)i;
-    }
-    combo_t *p = realloc(d->combos, (d->n_combos + 1) * sizeof *p);
-    if (!p)
-        return UINT32_MAX;
-    d->combos = p;
-    combo_t *c = &d->combos[d->n_combos];
-    memset(c, 0, sizeof *c);
-    snprintf(c->zone, sizeof c->zone, "%s", zone);
-    snprintf(c->format, sizeof c->format, "%s", format);
-    c->cfg = *cfg;
-    c->scan_id = -1;
-    return (uint32_t)d->n_combos++;
-}
-
-typedef struct {
-    ql_dispatcher_t *d;
-    const ql_project_t *p;
-    uint32_t pidx;
-    char zone[64];
-    int rc;
-} build_ctx_t;
-
-static int add_model_cb(const ql_model_t *m, void *arg) {
-    build_ctx_t *b = arg;
-    ql_dispatcher_t *d = b->d;
-    if (d->n_models == d->cap_models) {
-        size_t cap = d->cap_models ? d->cap_models * 2 : 1024;
-        mentry_t *p = realloc(d->models, cap * sizeof *p);
-        if (!p)
-            return b->rc = UV_ENOMEM;
-        d->models = p;
-        d->cap_models = cap;
-    }
-    mentry_t *e = &d->models[d->n_models];
-    memset(e, 0, sizeof *e);
-    e->id = m->id;
-    snprintf(e->name, sizeof e->name, "%s", m->name);
-    e->project = b->pidx;
-    e->combo = UINT32_MAX;
-    ql_auto_build_cfg_t cfg;
-    ql_err_t err = {0};
-    e->skip = ql_dispatch_eligibility(b->p, m, &cfg, &err);
-    if (e->skip == QL_SKIP_INVALID_CONFIG)
-        snprintf(e->skip_msg, sizeof e->skip_msg, "%.199s", err.msg);
-    if (e->skip == QL_SKIP_NONE) {
-        e->combo = combo_for(d, b->zone, m->partition_format, &cfg);
-        if (e->combo == UINT32_MAX)
-            return b->rc = UV_ENOMEM;
-    }
-    if ((b->rc = decision_slot(d, &m->id, &e->decision)))
-        return b->rc;
-    d->decisions[e->decision].mentry = (uint32_t)d->n_models;
-    d->n_models++;
-    return 0;
-}
-
-static int add_project_cb(const ql_project_t *p, void *arg) {
-    build_ctx_t *b = arg;
-    ql_dispatcher_t *d = b->d;
-    pentry_t *np = realloc(d->projects, (d->n_projects + 1) * sizeof *np);
-    if (!np)
-        return b->rc = UV_ENOMEM;
-    d->projects = np;
-    snprintf(d->projects[d->n_projects].name, sizeof np->name, "%s", p->name);
-    b->p = p;
-    b->pidx = (uint32_t)d->n_projects++;
-    ql_submit_project_timezone(p, d->opts.server_timezone, b->zone, sizeof b->zone);
-    return 0;
-}
-
-typedef struct {
-    build_ctx_t *b;
-    ql_txn_t *txn;
-} proj_walk_t;
-
-static int walk_project_cb(const ql_project_t *p, void *arg) {
-    proj_walk_t *w = arg;
-    int rc = add_project_cb(p, w->b);
-    if (rc)
-        return rc;
-    rc = ql_model_foreach(w->txn, p->name, add_model_cb, w->b);
-    return rc ? rc : w->b->rc;
-}
-
-static int rebuild_list(ql_dispatcher_t *d, ql_txn_t *txn, uint64_t gen) {
-    d->n_projects = d->n_models = d->n_combos = 0;
-    for (size_t i = 0; i < d->n_decisions; i++)
-        d->decisions[i].mentry = UINT32_MAX;
-    build_ctx_t b = {.d = d};
-    proj_walk_t w = {.b = &b, .txn = txn};
-    int rc = ql_project_foreach(txn, walk_project_cb, &w);
-    if (rc) {
-        d->list_valid = false;
-        return rc;
-    }
-    d->list_valid = true;
-    d->generation = gen;
-    return 0;
-}
 
 /* ---- time math, once per combination per scan ---- */
 
@@ -430,13 +158,13 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
         r->n_related = 1;
         r->related[0] = p->op.segment;
         r->failure_logged = false;
-        set_msg(r, NULL);
+        ql_dispatch_set_msg(r, NULL);
         d->stats.submitted++;
         if (d->opts.on_submitted)
             d->opts.on_submitted(d->opts.hook_arg, &p->op.job);
     } else {
         r->state = QL_CYCLE_RETRYABLE_FAILURE;
-        set_msg(r, err && err->msg[0] ? err->msg : ql_strerror(status));
+        ql_dispatch_set_msg(r, err && err->msg[0] ? err->msg : ql_strerror(status));
         d->stats.submit_failures++;
     }
     if (m)
@@ -562,7 +290,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             r->state = QL_CYCLE_SKIPPED;
             r->occurrence = r->start = r->end = 0;
             r->n_related = 0;
-            set_msg(r, m->skip_msg);
+            ql_dispatch_set_msg(r, m->skip_msg);
             record(d, m, r, now);
             continue;
         }
@@ -575,7 +303,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         if (c->rc) {
             r->state = QL_CYCLE_SKIPPED;
             r->reason = c->rc == QL_EEMPTYRANGE ? QL_SKIP_EMPTY_RANGE : QL_SKIP_INVALID_CONFIG;
-            set_msg(r, c->msg);
+            ql_dispatch_set_msg(r, c->msg);
             record(d, m, r, now);
             continue;
         }
@@ -585,7 +313,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         if (cached == QL_CYCLE_COVERED || cached == QL_CYCLE_COVERED_WITH_WARNING) {
             r->state = cached;
             r->from_cache = true;
-            set_msg(r, NULL);
+            ql_dispatch_set_msg(r, NULL);
             record(d, m, r, now);
             continue;
         }
@@ -593,11 +321,11 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         int rc = evaluate(txn, m, c, r, why, sizeof why);
         if (rc) {
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            set_msg(r, ql_strerror(rc));
+            ql_dispatch_set_msg(r, ql_strerror(rc));
             record(d, m, r, now);
             continue;
         }
-        set_msg(r, why);
+        ql_dispatch_set_msg(r, why);
         if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
             ql_cycle_cache_put(d->cache, &key, r->state, mono);
         if (r->state != QL_CYCLE_NO_OVERLAP) {
@@ -607,7 +335,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         /* NO_OVERLAP: submit through the manual-build path. */
         if (d->opts.submit_fault && d->opts.submit_fault(d->opts.hook_arg)) {
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            set_msg(r, "the submission failed (injected transient failure)");
+            ql_dispatch_set_msg(r, "the submission failed (injected transient failure)");
             d->stats.submit_failures++;
             record(d, m, r, now);
             continue;
@@ -615,7 +343,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         pending_t *p = calloc(1, sizeof *p);
         if (!p) {
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            set_msg(r, "out of memory");
+            ql_dispatch_set_msg(r, "out of memory");
             record(d, m, r, now);
             continue;
         }
@@ -636,7 +364,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             d->pending--;
             free(p);
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            set_msg(r, "the store is shutting down");
+            ql_dispatch_set_msg(r, "the store is shutting down");
             record(d, m, r, now);
         }
     }
@@ -679,7 +407,7 @@ int ql_dispatcher_scan(ql_dispatcher_t *d, void (*done)(void *arg), void *arg) {
     if (!rc)
         rc = ql_store_metadata_generation(txn, &gen);
     if (!rc && (!d->list_valid || gen != d->generation))
-        rc = rebuild_list(d, txn, gen);
+        rc = ql_dispatch_rebuild_list(d, txn, gen);
     if (rc) {
         ql_log(d->opts.log, QL_LOG_ERROR, "dispatcher", "scan failed: %s", ql_strerror(rc));
         if (txn)
@@ -800,7 +528,7 @@ void ql_dispatcher_reset(ql_dispatcher_t *d) {
 }
 
 int ql_dispatcher_decision(const ql_dispatcher_t *d, const ql_id_t *model, ql_decision_t *out) {
-    const drec_t *r = decision_find(d, model);
+    const drec_t *r = ql_dispatch_decision_find(d, model);
     if (!r || r->state == QL_CYCLE_NONE)
         return QL_ENOTFOUND;
     memset(out, 0, sizeof *out);
