@@ -194,6 +194,9 @@ int sim_resolve_model(const ql_sim_scenario_t *sc, const ql_yaml_node_t *map, si
                       ql_err_t *err);
 /* A stored auto_segment_build written as is (null: absent). */
 int sim_parse_auto_build(const ql_yaml_node_t *node, ql_auto_build_t *out, ql_err_t *err);
+
+/* Writes the scenario's set-up into sim's fresh store in one transaction (sim_setup.c). */
+int sim_setup(ql_sim_t *sim, ql_err_t *err);
 /* Formats an instant as the file's "YYYY-MM-DD HH:mm:ss" with its UTC offset. */
 void sim_format_time(const ql_sim_scenario_t *sc, int64_t ms, char *buf, size_t cap);
 
@@ -229,6 +232,8 @@ int sim_check_expect(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res);
 int sim_count_system_builds(ql_sim_t *sim, ql_txn_t *txn, uint64_t *out);
 /* Creation rank of a job (index in sim->created), SIZE_MAX when unknown. */
 size_t sim_created_rank(const ql_sim_t *sim, const ql_id_t *job);
+/* Records that job was created now (the order sim_created_rank reports). */
+void sim_note_created(ql_sim_t *sim, const ql_id_t *job);
 /* Appends a line to res->msg (keeps what fits). */
 void sim_res_append(ql_sim_result_t *res, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
