@@ -145,3 +145,18 @@ void ql_test_node_assert_ran_on(ql_node_t *node, const ql_id_t *job, long pid) {
     cr_assert_str_eq(out, want, "the job ran on the wrong server");
     free(out);
 }
+
+const char ql_test_ppid_templates[] =
+    "templates:\n"
+    "  INC_BUILD:\n"
+    "    steps:\n"
+    "      - {name: who, kind: shell, argv: [/bin/sh, -c, 'echo ppid=$PPID']}\n"
+    "template_sets:\n"
+    "  marker:\n"
+    "    INC_BUILD:\n"
+    "      steps:\n"
+    "        - name: long\n"
+    "          kind: shell\n"
+    "          argv: [/bin/sh, -c, 'if [ -f marker ]; then echo ppid=$PPID; exit 0; fi; "
+    "touch marker; sleep 30']\n"
+    "          cwd: @DIR@\n";

@@ -40,4 +40,9 @@ void ql_test_node_assert_ran_on(ql_node_t *node, const ql_id_t *job, long pid);
 /* Stops node and drives loop until it has stopped (asserted within deadline_ms). */
 void ql_test_node_stop(uv_loop_t *loop, ql_node_t *node, int64_t deadline_ms);
 
+/* Job templates (with @DIR@ for ql_test_write_with_dir) for the lock and pause tests: INC_BUILD
+ * prints the pid of the server that runs it (the step's parent, ppid=N); a model with
+ * job_template `marker` sleeps 30 s on its first try and succeeds on later ones. */
+extern const char ql_test_ppid_templates[];
+
 #endif

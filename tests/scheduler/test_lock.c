@@ -38,23 +38,6 @@
 #define DAY 86400000LL
 #define BASE 1788220800000LL /* 2026-09-01T00:00:00Z */
 
-/* INC_BUILD prints the pid of the server that runs it (the step's parent). A model with
- * job_template `marker` sleeps 30 s on its first try and succeeds on later ones. */
-static const char TEMPLATES[] =
-    "templates:\n"
-    "  INC_BUILD:\n"
-    "    steps:\n"
-    "      - {name: who, kind: shell, argv: [/bin/sh, -c, 'echo ppid=$PPID']}\n"
-    "template_sets:\n"
-    "  marker:\n"
-    "    INC_BUILD:\n"
-    "      steps:\n"
-    "        - name: long\n"
-    "          kind: shell\n"
-    "          argv: [/bin/sh, -c, 'if [ -f marker ]; then echo ppid=$PPID; exit 0; fi; "
-    "touch marker; sleep 30']\n"
-    "          cwd: @DIR@\n";
-
 static struct {
     char dir[64];
     char data[128];
@@ -141,7 +124,7 @@ static void setup(void) {
     ql_test_tmpdir(w.dir, sizeof w.dir, "ql_lock");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
-    ql_test_write_with_dir(w.templates, TEMPLATES, w.dir);
+    ql_test_write_with_dir(w.templates, ql_test_ppid_templates, w.dir);
     cr_assert_eq(uv_loop_init(&w.loop), 0);
     uv_timer_init(&w.loop, &w.tick);
     uv_timer_start(&w.tick, ql_test_tick_cb, 5, 5);
@@ -334,7 +317,7 @@ static void expect_start_refused(const char *setting, const char *needle) {
     char templates[300], data[300];
     snprintf(templates, sizeof templates, "%s/jobs.yaml", dir);
     snprintf(data, sizeof data, "%s/data", dir);
-    ql_test_write_with_dir(templates, TEMPLATES, dir);
+    ql_test_write_with_dir(templates, ql_test_ppid_templates, dir);
     const char *const settings[] = {setting, NULL};
     ql_config_t *cfg = ql_test_node_config(data, templates, settings);
     ql_err_t err = {0};

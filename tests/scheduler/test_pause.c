@@ -42,23 +42,6 @@
 #define DAY 86400000LL
 #define BASE 1788220800000LL /* 2026-09-01T00:00:00Z */
 
-/* INC_BUILD prints the pid of the server that runs it (the step's parent). A model with
- * job_template `marker` sleeps 30 s on its first try and succeeds on later ones. */
-static const char TEMPLATES[] =
-    "templates:\n"
-    "  INC_BUILD:\n"
-    "    steps:\n"
-    "      - {name: who, kind: shell, argv: [/bin/sh, -c, 'echo ppid=$PPID']}\n"
-    "template_sets:\n"
-    "  marker:\n"
-    "    INC_BUILD:\n"
-    "      steps:\n"
-    "        - name: long\n"
-    "          kind: shell\n"
-    "          argv: [/bin/sh, -c, 'if [ -f marker ]; then echo ppid=$PPID; exit 0; fi; "
-    "touch marker; sleep 30']\n"
-    "          cwd: @DIR@\n";
-
 static struct {
     char dir[64];
     char data[128];
@@ -114,7 +97,7 @@ static void init_dirs(void) {
     ql_test_tmpdir(w.dir, sizeof w.dir, "ql_pause");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
     snprintf(w.templates, sizeof w.templates, "%s/jobs.yaml", w.dir);
-    ql_test_write_with_dir(w.templates, TEMPLATES, w.dir);
+    ql_test_write_with_dir(w.templates, ql_test_ppid_templates, w.dir);
     cr_assert_eq(uv_loop_init(&w.loop), 0);
     uv_timer_init(&w.loop, &w.tick);
     uv_timer_start(&w.tick, ql_test_tick_cb, 5, 5);
