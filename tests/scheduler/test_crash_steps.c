@@ -402,10 +402,26 @@ static int recorded_pgid(ql_store_t *store) {
     return pgid;
 }
 
-/* Forks `setsid sleep 600` as the process with pid `want` (through ns_last_pid; another
- * process may take the number first: tried a few times). Returns its pid, or 0. */
-static pid_t sleeper_with_pid(pid_t want) {
-    for (int attempt = 0; attempt < 20; attempt++) {
+/* Forks `setsid sleep 600` as the process with pid `want` (through ns_last_pid). Tests run
+ * in parallel, so another process may hold the number for a while or take it between the
+ * write and the fork: the number is waited for (polled, 20 s deadline) and tried again.
+ * Returns its pid, or 0 (then `holder` says what held the number at the end). */
+static pid_t sleeper_with_pid(pid_t want, char *holder, size_t holder_size) {
+    int64_t deadline = ql_test_mono_ms() + 20000;
+    snprintf(holder, holder_size, "nothing");
+    while (ql_test_mono_ms() < deadline) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)want);
+        FILE *held = fopen(path, "r");
+        if (held) {
+            size_t n = fread(holder, 1, holder_size - 1, held);
+            holder[n] = '\0';
+            fclose(held);
+            reap_all();
+            struct timespec tick = {0, 5000000};
+            nanosleep(&tick, NULL);
+            continue;
+        }
         FILE *f = fopen("/proc/sys/kernel/ns_last_pid", "w");
         if (!f)
             return 0;
@@ -460,8 +476,10 @@ Test(crash_steps, recovery_leaves_a_process_that_reused_the_recorded_pgid_alone,
     /* Its processes die as if on their own (nothing of the step is left to find), and an
      * unrelated session leader gets the recorded number. */
     kill_descendants();
-    pid_t sleeper = sleeper_pid = sleeper_with_pid(pgid);
-    cr_assert_gt(sleeper, 0, "could not start a process with pid %d", pgid);
+    char holder[256];
+    pid_t sleeper = sleeper_pid = sleeper_with_pid(pgid, holder, sizeof holder);
+    cr_assert_gt(sleeper, 0, "could not start a process with pid %d in 20 s (held by: %s)", pgid,
+                 holder);
 
     d = start_driver(1);
     deadline = ql_test_mono_ms() + DEADLINE_MS;
