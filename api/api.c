@@ -3,8 +3,8 @@
  * envelope, the error-to-status table, paging and the lookups shared by the resource files.
  * See ql_api.h for the threading and durability rules.
  */
-#include "api/api_int.h"
 #include "api/ql_admin_password.h"
+#include "api_int.h"
 
 #include <sodium.h>
 #include <stdio.h>
@@ -20,11 +20,11 @@ int ql_api_http_status(int code) {
     switch (code) {
     case 0:
         return 200;
-/* Each code's default status is its row of storage/ql_error_codes.def. */
+/* Each code's default status is its row of base/ql_error_codes.def. */
 #define QL_ERROR(name, value, client_code, status, ...)                                            \
     case name:                                                                                     \
         return status;
-#include "storage/ql_error_codes.def"
+#include "base/ql_error_codes.def"
 #undef QL_ERROR
     /* A system error the store reports as ENOSPC is a full disk, like QL_EDISKFULL. */
     case UV_ENOSPC:

@@ -5,7 +5,7 @@
  * as a msgpack map that scheduler/sched_shell.c gives to every shell step. Shell steps given in
  * the request itself need qilin.adhoc.allow-commands (403 QL_EFORBIDDEN otherwise).
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <msgpack.h>
 #include <stdio.h>

@@ -17,8 +17,8 @@
  * The decisions are pure functions over their inputs (tested as tables); the handler applies
  * them in that order and answers with a JSON error naming the header and the fix.
  */
-#include "api/api_int.h"
-#include "api/http_int.h"
+#include "api_int.h"
+#include "http/ql_http.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -187,8 +187,7 @@ static bool has_body(ql_http_req_t *req) {
 void ql_api_gate_handle(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     const char *host = ql_http_req_header(req, "Host");
-    bool http11 = req->http_major > 1 || (req->http_major == 1 && req->http_minor >= 1);
-    if (!host && http11) {
+    if (!host && ql_http_req_is_http11(req)) {
         ql_http_respond_error(req, 400, QL_EINVAL,
                               "Host: the header is required in HTTP/1.1 (RFC 9112, 3.2)");
         return;

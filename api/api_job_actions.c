@@ -5,7 +5,7 @@
  * writer directly (ql_job_apply_action) on a standby. The answer comes once every action is
  * durable.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * job of the project in index order; any other sort_by also sorts them, keeping one small
  * record per matching job.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * tables that name unknown fields and wrong types, epoch-ms values given as numbers or numeric
  * strings, and a small text buffer. Pure functions: no server state.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,7 +5,7 @@
  * docs/performance.md, REST API). Strings are escaped per RFC 8259; bytes that are not valid
  * UTF-8 (a step's message may carry any) become U+FFFD, so the output is always valid JSON.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * PUT /models/{model}/status and Qilin's GET /models/{model}/auto_segment_build/status (the
  * dispatcher's latest decision).
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdlib.h>
 #include <string.h>

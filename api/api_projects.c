@@ -2,7 +2,7 @@
  * Projects: POST /projects, GET /projects, PUT /projects/{project}/config and
  * PUT /projects/{project}/segment_config. Writes are writer mutations answered after commit.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * Records as the JSON clients see (docs/design/rest-api.md): Kylin's field names, times as epoch
  * milliseconds, ids in their 36-character form, display statuses for jobs and steps.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdio.h>
 #include <string.h>

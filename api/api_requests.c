@@ -3,7 +3,7 @@
  * store: unknown fields, wrong types and values out of range are a 400 naming the field. Pure
  * functions (the fuzz harness drives them with arbitrary bytes).
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * re-checks overlaps and job conflicts inside the transaction that creates the segment and the
  * job. The answer goes out only after that commit; the scheduler is kicked right after.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdlib.h>
 #include <string.h>

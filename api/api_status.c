@@ -3,7 +3,7 @@
  * qilin.metrics.require-auth). Both are outside /kylin/api and read only counters: the job
  * counts come from the store's per-state counters, never from a scan.
  */
-#include "api/api_int.h"
+#include "api_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,9 +16,9 @@
  * environment per process of the server's user; the tokens are in a hash set, so the number of
  * interrupted steps does not multiply the scan.
  */
+#include "base/ql_hex.h"
+#include "base/ql_procinfo.h"
 #include "engine/ql_proc.h"
-#include "storage/ql_hex.h"
-#include "storage/ql_procinfo.h"
 
 #include <dirent.h>
 #include <errno.h>

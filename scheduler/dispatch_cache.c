@@ -1,5 +1,5 @@
 /* The cycle cache: a chained hash table over a fixed pool of entries with an LRU list. */
-#include "scheduler/dispatch_cache.h"
+#include "dispatch_cache.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * decisions by model id (an open-addressing index over a growable array). The scan that uses
  * them is in dispatcher.c.
  */
-#include "scheduler/dispatch_int.h"
+#include "dispatch_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef QL_DISPATCH_INT_H
 #define QL_DISPATCH_INT_H
 
-#include "scheduler/dispatch_cache.h"
+#include "dispatch_cache.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_submit.h"
 

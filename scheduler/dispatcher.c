@@ -8,8 +8,8 @@
  * query (two B-tree seeks), plus a walk of its few non-final jobs when a NEW segment overlaps.
  * Segments are decoded into a fixed buffer: nothing is allocated per segment.
  */
-#include "scheduler/dispatch_cache.h"
-#include "scheduler/dispatch_int.h"
+#include "dispatch_cache.h"
+#include "dispatch_int.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_submit.h"
 

@@ -2,7 +2,7 @@
  * lease in the same file (see ql_lock.h). */
 #include "scheduler/ql_lock.h"
 
-#include "storage/ql_procinfo.h"
+#include "base/ql_procinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -21,9 +21,9 @@
  * sched_step.c, actions, jobs moved by another process and recovery in sched_actions.c, shell
  * steps in sched_shell.c and held step ends in sched_hold.c. They share sched_int.h.
  */
-#include "scheduler/ql_config.h"
+#include "config/ql_config.h"
+#include "sched_int.h"
 #include "scheduler/ql_sched.h"
-#include "scheduler/sched_int.h"
 
 #include <stddef.h>
 #include <stdio.h>

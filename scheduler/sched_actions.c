@@ -3,9 +3,9 @@
  * process moved (seen by watching the running jobs in the store), and recovery at start. Split
  * from sched.c, whose opening comment has the design; the state they share is in sched_int.h.
  */
-#include "scheduler/ql_config.h"
+#include "config/ql_config.h"
+#include "sched_int.h"
 #include "scheduler/ql_sched.h"
-#include "scheduler/sched_int.h"
 
 #include <stddef.h>
 #include <stdio.h>

@@ -23,7 +23,7 @@
  * - A stop submits the held runs at once; if they fail again while stopping they are dropped
  *   (logged), and the next start's recovery puts their jobs back to READY.
  */
-#include "scheduler/sched_int.h"
+#include "sched_int.h"
 
 #include <stdio.h>
 

@@ -2,7 +2,7 @@
  * Running a shell step: its parameters (QILIN_* environment and ${...} substitutions, never
  * re-parsed by a shell), the process through qilin-exec, and its result.
  */
-#include "scheduler/sched_int.h"
+#include "sched_int.h"
 
 #include <msgpack.h>
 #include <stdio.h>

@@ -3,9 +3,9 @@
  * end: the step's outcome with the next step's start, a retry's wait, the job's end. Split from
  * sched.c, whose opening comment has the design; the state they share is in sched_int.h.
  */
-#include "scheduler/ql_config.h"
+#include "config/ql_config.h"
+#include "sched_int.h"
 #include "scheduler/ql_sched.h"
-#include "scheduler/sched_int.h"
 
 #include <stddef.h>
 #include <stdio.h>

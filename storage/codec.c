@@ -1,7 +1,7 @@
 /* msgpack helpers for the record codecs: a packer into ql_buf_t, typed field writers, and a
  * decode loop that hands every map pair to a per-record function and keeps unknown pairs. */
-#include "storage/codec.h"
-#include "storage/ql_error.h"
+#include "codec.h"
+#include "base/ql_error.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,7 @@
  * This file is the driver, the findings and the per-project tallies; each pass has a file of
  * its own (see fsck_int.h).
  */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

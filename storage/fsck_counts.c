@@ -1,7 +1,7 @@
 /* fsck pass over the counters (jobs by project and state, models by project, segments by
  * model) against the tallies of the passes before; a tally without a counter is a violation too.
  */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 int ql_fsck_counts(ql_fsck_t *f) {
     MDB_cursor *c;

@@ -16,7 +16,7 @@
 #ifndef QL_FSCK_INT_H
 #define QL_FSCK_INT_H
 
-#include "storage/store_int.h"
+#include "store_int.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * has stale ones, and only such an index is walked to name them. Also: the ranged live jobs of
  * one model do not overlap.
  */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 void ql_fsck_job_indexes(ql_fsck_t *f, const ql_job_t *j, const char *id) {
     uint8_t k[QL_JOB_RECENT_KEY_MAX], lv[QL_LIVE_VAL_LEN];

@@ -4,7 +4,7 @@
  * segment, its index entries), its steps (numbering, states against the job's), steps without a
  * job; then the outputs, which belong to steps.
  */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 typedef struct {
     uint32_t n;

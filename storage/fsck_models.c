@@ -1,5 +1,5 @@
 /* fsck passes over the metadata records: meta, projects, models and their model_names index. */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 /* ---- meta and projects ---- */
 

@@ -4,7 +4,7 @@
  * invariant, overlaps (a sorted sweep; only a live refresh or merge may overlap its sources), the
  * owning job of each NEW segment, and stale segment_ids entries.
  */
-#include "storage/fsck_int.h"
+#include "fsck_int.h"
 
 #include <stdlib.h>
 

@@ -7,8 +7,8 @@
  * older builds keep it as extra. Raise QL_RECORD_VERSION only for a change older builds cannot
  * read safely.
  */
-#include "storage/codec.h"
-#include "storage/ql_error.h"
+#include "base/ql_error.h"
+#include "codec.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Record helpers: ids, string maps, enum names, frees and copies. The msgpack codecs of each
  * record live in record_codecs.c. */
-#include "storage/ql_error.h"
-#include "storage/ql_hex.h"
+#include "base/ql_error.h"
+#include "base/ql_hex.h"
 #include "storage/ql_records.h"
 
 #include <stdio.h>

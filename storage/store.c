@@ -1,5 +1,5 @@
 /* The LMDB environment: open/close, schema version, transactions, ids, low-level table access. */
-#include "storage/store_int.h"
+#include "store_int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -24,9 +24,9 @@
 #ifndef QL_STORE_INT_H
 #define QL_STORE_INT_H
 
-#include "storage/codec.h"
+#include "codec.h"
 #include "storage/ql_store.h"
-#include "storage/writer_guard.h"
+#include "writer_guard.h"
 
 #include <lmdb.h>
 #include <pthread.h>

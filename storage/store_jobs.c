@@ -1,6 +1,6 @@
 /* Jobs with their indexes and counters, steps, and step outputs. */
 #include "storage/ql_meta.h"
-#include "storage/store_int.h"
+#include "store_int.h"
 
 #include <stdlib.h>
 #include <string.h>

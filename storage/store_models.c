@@ -1,5 +1,5 @@
 /* Projects and models, with the models-by-project index and per-project model counts. */
-#include "storage/store_int.h"
+#include "store_int.h"
 
 #include <stdlib.h>
 #include <string.h>

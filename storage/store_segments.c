@@ -15,7 +15,7 @@
  * merge's result once its sources are removed), so layer 1 stays small.
  */
 #include "storage/ql_meta.h"
-#include "storage/store_int.h"
+#include "store_int.h"
 
 #include <stdlib.h>
 #include <string.h>

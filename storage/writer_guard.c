@@ -1,8 +1,8 @@
 /* The writer guard: see writer_guard.h for the design. */
-#include "storage/writer_guard.h"
+#include "writer_guard.h"
 
-#include "storage/ql_error.h"
-#include "storage/ql_procinfo.h"
+#include "base/ql_error.h"
+#include "base/ql_procinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -34,7 +34,7 @@
 #ifndef QL_WRITER_GUARD_H
 #define QL_WRITER_GUARD_H
 
-#include "storage/ql_log.h"
+#include "base/ql_log.h"
 
 #include <stdint.h>
 

@@ -3,8 +3,8 @@
  * standalone qilin-bench-* programs (docs/performance.md). The REST benchmark is not here: it
  * is scripts/bench.sh (see rest_reason below).
  */
-#include "tools/bench.h"
-#include "tools/cli.h"
+#include "bench.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -20,7 +20,7 @@
  * peak RSS (getrusage ru_maxrss, which includes the pages of the LMDB map it touched) is its
  * own. Stores live in a fresh directory under --dir (default /tmp), removed unless --keep.
  */
-#include "tools/bench.h"
+#include "bench.h"
 
 #include "scheduler/ql_dispatch.h"
 

@@ -14,7 +14,7 @@
  * piece of process-wide mutable state the measurement needs: an allocator hook has no context
  * pointer.
  */
-#include "tools/bench.h"
+#include "bench.h"
 
 #include <stdatomic.h>
 #include <stddef.h>

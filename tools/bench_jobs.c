@@ -25,11 +25,11 @@
  * process so that its peak RSS (getrusage) is its own; stores live in a fresh directory under
  * --dir (default /tmp), removed at the end unless --keep.
  */
-#include "tools/bench.h"
+#include "bench.h"
 
 #include "engine/ql_proc.h"
-#include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 
 #include <errno.h>
 #include <ftw.h>

@@ -13,7 +13,7 @@
  * the pages of the map the phase touched) is its own. Stores live in a fresh directory under
  * --dir (default /tmp), removed at the end unless --keep.
  */
-#include "tools/bench.h"
+#include "bench.h"
 
 #include "storage/storage.h"
 

@@ -13,9 +13,9 @@
  * not parse or an unknown key is a usage error naming file:line.
  */
 #include "api/ql_admin_password.h"
-#include "engine/ql_yaml.h"
-#include "tools/cli.h"
-#include "tools/client_int.h"
+#include "base/ql_yaml.h"
+#include "cli.h"
+#include "client_int.h"
 
 #include <sodium.h>
 #include <stdlib.h>

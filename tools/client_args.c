@@ -2,7 +2,7 @@
  * our own rather than getopt_long: getopt keeps its state in globals (optind), cannot mix the
  * command's options with the global ones table by table, and its messages do not name the
  * command. */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* qilin auto-build status: the dispatcher's latest decision for a model
  * (GET /models/{model}/auto_segment_build/status, docs/design/rest-api.md and
  * docs/design/auto-segment-build.md). */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdlib.h>
 

@@ -7,7 +7,7 @@
  * Kylin envelope (a proxy's HTML page, a different service on the port) means we are not
  * talking to a usable Qilin server (exit 3), like a refused connection.
  */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -28,7 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "storage/ql_time.h"
+#include "base/ql_time.h"
 
 enum {
     QL_CLI_OK = 0,

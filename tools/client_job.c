@@ -1,7 +1,7 @@
 /* qilin job list|show|logs|pause|resume|discard|restart (and the group's table; wait and
  * submit are in client_job_wait.c): the /jobs endpoints (docs/design/rest-api.md,
  * docs/design/jobs.md). */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* qilin job wait and qilin job submit (the table is in client_job.c). */
-#include "engine/ql_yaml.h"
-#include "tools/client_int.h"
+#include "base/ql_yaml.h"
+#include "client_int.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* qilin model create|list|status|auto-build: the /models endpoints (docs/design/rest-api.md). */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* Human output of the REST client: aligned tables, field lists, ISO times, durations; --json
  * output; and the parsing of time arguments, kept next to their formatting so both use the
- * same zone rules (storage/ql_time.h, the tz database through CCTZ). */
-#include "tools/client_int.h"
+ * same zone rules (base/ql_time.h, the tz database through CCTZ). */
+#include "client_int.h"
 
 #include <errno.h>
 #include <inttypes.h>

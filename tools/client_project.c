@@ -1,6 +1,6 @@
 /* qilin project create|list|config|auto-build: the /projects endpoints (docs/design/rest-api.md).
  */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* qilin segment build|list|merge|refresh|delete: /models/{model}/segments
  * (docs/design/rest-api.md). */
-#include "tools/client_int.h"
+#include "client_int.h"
 
 #include <stdlib.h>
 #include <string.h>

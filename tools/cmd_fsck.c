@@ -1,6 +1,6 @@
 /* qilin fsck DATA_DIR: checks a store's invariants; exit 0 clean, 1 violations, 2 unusable. */
+#include "cli.h"
 #include "storage/storage.h"
-#include "tools/cli.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -8,8 +8,8 @@
  * restored before we exit: a ^C never leaves the user's shell without echo. The password is
  * wiped from memory once hashed.
  */
-#include "api/ql_auth.h"
-#include "tools/cli.h"
+#include "cli.h"
+#include "http/ql_auth.h"
 
 #include <errno.h>
 #include <signal.h>

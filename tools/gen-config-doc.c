@@ -1,9 +1,9 @@
 /*
  * Writes the configuration reference generated from the option table:
  *     gen-config-doc > docs/configuration.md      (or: gen-config-doc docs/configuration.md)
- * tests/scheduler/test_config.c fails when the checked-in file differs from this output.
+ * tests/config/test_config.c fails when the checked-in file differs from this output.
  */
-#include "scheduler/ql_config.h"
+#include "config/ql_config.h"
 
 #include <stdio.h>
 

@@ -1,11 +1,11 @@
 /*
- * Regenerates the code table of docs/errors.md from storage/ql_error_codes.def:
+ * Regenerates the code table of docs/errors.md from base/ql_error_codes.def:
  *     gen-error-doc docs/errors.md        (rewrites the file in place)
  *     gen-error-doc < docs/errors.md      (writes the result to stdout)
  * Only the block between the marker comments is generated; the prose around it is kept.
- * tests/storage/test_error.c fails when the checked-in file differs from this output.
+ * tests/base/test_error.c fails when the checked-in file differs from this output.
  */
-#include "storage/ql_error.h"
+#include "base/ql_error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

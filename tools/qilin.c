@@ -1,6 +1,6 @@
 /* qilin: the command-line tool. A thin dispatcher over the commands in tools/cli.h. */
-#include "tools/cli.h"
-#include "tools/client_int.h"
+#include "cli.h"
+#include "client_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

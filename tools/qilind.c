@@ -1,6 +1,6 @@
 /*
  * qilind: the Qilin job server. A thin main over the libraries: configuration (scheduler/
- * ql_config.h), the engine (scheduler/ql_node.h) and the REST API (api/ql_api.h) on one libuv
+ * ql_config.h), the engine (server/ql_node.h) and the REST API (api/ql_api.h) on one libuv
  * loop.
  *
  * DESIGN. One loop thread runs everything but the store's writer thread and libuv's threadpool

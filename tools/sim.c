@@ -1,10 +1,10 @@
 /*
- * qilin sim: runs scenario files on the simulator (scheduler/ql_sim.h; docs/design/scenarios.md;
+ * qilin sim: runs scenario files on the simulator (sim/ql_sim.h; docs/design/scenarios.md;
  * the user guide is docs/simulation.md). Exit 0 when every expectation of every file holds, 1 when
  * one fails, 2 when a file is invalid; every file runs, and the worst status is the exit code.
  */
-#include "scheduler/ql_sim.h"
-#include "tools/cli.h"
+#include "cli.h"
+#include "sim/ql_sim.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * The API's status for each error code is the default of its row in storage/ql_error_codes.def,
+ * The API's status for each error code is the default of its row in base/ql_error_codes.def,
  * and the codes outside the table keep their own (docs/errors.md).
  */
 #include "api/api_int.h"

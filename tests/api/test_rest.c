@@ -5,7 +5,7 @@
  * writes old jobs straight into the store of the stopped server (the server's clock is the real
  * one), then starts it again.
  */
-#include "rest_util.h"
+#include "tests/api/rest_util.h"
 
 #include "engine/engine.h"
 

@@ -5,7 +5,7 @@
  * answers the same before and after). Empty strings, over-long strings, negative numbers, zero
  * where it means nothing, numbers past int64, non-strings and NUL bytes.
  */
-#include "rest_util.h"
+#include "tests/api/rest_util.h"
 
 static qd_t Q;
 

@@ -12,7 +12,7 @@
  * straight into the stopped server's store) holds the project's jobs instead of being read as 0,
  * no limit.
  */
-#include "rest_util.h"
+#include "tests/api/rest_util.h"
 
 #include "storage/ql_store.h"
 

@@ -5,7 +5,7 @@
  * only with qilin.adhoc.allow-commands, and a data directory other local users cannot enter
  * (0750, files 0600, step logs 0640; another uid cannot open the job engine lock).
  */
-#include "rest_util.h"
+#include "tests/api/rest_util.h"
 
 #include <ctype.h>
 #include <dirent.h>

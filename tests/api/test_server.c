@@ -4,9 +4,9 @@
  * the second signal, two servers on one data directory (master and standby), configured users
  * with the credentials cache, and a build with the shipped conf/jobs.yaml.
  */
-#include "rest_util.h"
+#include "tests/api/rest_util.h"
 
-#include "api/ql_auth.h"
+#include "http/ql_auth.h"
 
 static qd_t Q, Q2;
 

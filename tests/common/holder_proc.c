@@ -1,7 +1,7 @@
 /* See holder_proc.h. */
 #include "tests/common/holder_proc.h"
 
-#include "storage/ql_procinfo.h"
+#include "base/ql_procinfo.h"
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>

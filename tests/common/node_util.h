@@ -2,7 +2,7 @@
 #ifndef QL_TEST_NODE_UTIL_H
 #define QL_TEST_NODE_UTIL_H
 
-#include "scheduler/ql_node.h"
+#include "server/ql_node.h"
 
 #include <stdbool.h>
 #include <stdint.h>

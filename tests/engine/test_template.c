@@ -1,7 +1,7 @@
 /* Job templates: conf/jobs.yaml, load-time errors, substitution, ad-hoc jobs, the stored form. */
+#include "base/ql_error.h"
+#include "base/ql_yaml.h"
 #include "engine/ql_template.h"
-#include "engine/ql_yaml.h"
-#include "storage/ql_error.h"
 #include "tests/common/mem_util.h"
 
 #include <criterion/criterion.h>

@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/http_int.h"
-#include "api/ql_http.h"
+#include "http/http_int.h"
+#include "http/ql_http.h"
 
 #define MAX_HELD 64
 

@@ -15,8 +15,8 @@
  * tests/fuzz/corpus/records, made by fuzz_records_seeds (real records of every kind, encoded by the
  * encoders).
  */
+#include "base/ql_error.h"
 #include "storage/codec.h"
-#include "storage/ql_error.h"
 #include "storage/ql_records.h"
 
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * libFuzzer harness for the simulator's scenario loader (scheduler/sim_scenario.c, sim_steps.c,
+ * libFuzzer harness for the simulator's scenario loader (sim/sim_scenario.c, sim_steps.c,
  * sim_expect.c): every input is loaded as a scenario file, then freed.
  *
  * Running a loaded scenario is left out on purpose: ql_sim_new makes a temporary LMDB store on
@@ -16,8 +16,8 @@
  * Build with -DQL_FUZZ=ON and clang (tests/fuzz/CMakeLists.txt); seeds in tests/scenarios
  * (every scenario the suite runs) and tests/fuzz/corpus/scenario (what fuzzing added).
  */
-#include "scheduler/sim_int.h"
-#include "storage/ql_error.h"
+#include "base/ql_error.h"
+#include "sim/sim_int.h"
 
 #include <stdint.h>
 #include <stdlib.h>

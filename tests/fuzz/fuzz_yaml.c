@@ -8,8 +8,8 @@
  *
  * Build with -DQL_FUZZ=ON and clang (tests/fuzz/CMakeLists.txt); seeds in tests/fuzz/corpus/yaml.
  */
+#include "base/ql_yaml.h"
 #include "engine/ql_template.h"
-#include "engine/ql_yaml.h"
 
 #include <stdint.h>
 #include <stdlib.h>

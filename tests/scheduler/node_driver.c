@@ -21,8 +21,8 @@
  * SIGUSR1 applies PAUSE to every RUNNING job and SIGUSR2 RESUME to every PAUSED one, through the
  * node's scheduler (a local action). --set KEY=VALUE (repeatable) sets any configuration key.
  */
-#include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 
 #include <signal.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /*
- * Property tests of the dispatcher, driven through the simulator core (scheduler/ql_sim.h) with
+ * Property tests of the dispatcher, driven through the simulator core (sim/ql_sim.h) with
  * random metadata states (segments of random statuses and job states around the target, random
  * configs, zones and partition formats) and random step sequences (scans, runs, advance, set_time
  * back and forth, restarts, cache clears, manual builds racing the dispatcher, job actions and
@@ -19,9 +19,9 @@
  * QL_PROP_BUDGET_S (default 25) bounds the time (no run starts after it, at least 20 run); a
  * failure prints the seed of its run, so `QL_PROP_SEED=<seed> QL_PROP_RUNS=1` replays it.
  */
+#include "base/ql_datefmt.h"
 #include "scheduler/ql_dispatch.h"
-#include "scheduler/ql_sim.h"
-#include "storage/ql_datefmt.h"
+#include "sim/ql_sim.h"
 
 #include <criterion/criterion.h>
 #include <stdarg.h>

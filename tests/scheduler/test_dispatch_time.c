@@ -3,10 +3,10 @@
  * validation, latest due occurrence and target range. Expected instants were computed with
  * java.time (OpenJDK 17, tzdata 2025a): LocalDateTime.of(...).atZone(zone).
  */
+#include "base/ql_datefmt.h"
+#include "base/ql_error.h"
+#include "base/ql_time.h"
 #include "scheduler/ql_dispatch_time.h"
-#include "storage/ql_datefmt.h"
-#include "storage/ql_error.h"
-#include "storage/ql_time.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

@@ -11,8 +11,8 @@
  *
  * Waits are conditions with deadlines on the loop (UV_RUN_ONCE with a 5 ms tick).
  */
-#include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 
 #include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"

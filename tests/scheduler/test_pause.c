@@ -14,7 +14,7 @@
  * Both use the default bounds (2000 and 5000 ms). Waits are conditions with deadlines on the
  * loop; the deadlines are the bounds plus slack, never a measurement of the normal path.
  */
-#include "scheduler/ql_node.h"
+#include "server/ql_node.h"
 #include "tests/common/tmp_util.h"
 
 #include "tests/common/driver_proc.h"

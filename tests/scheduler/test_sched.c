@@ -13,8 +13,8 @@
  * until it reaps them they are zombies, which kill() still finds, so a group whose only members
  * are zombies also counts as gone (nothing of it can run any more).
  */
-#include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"

@@ -16,8 +16,8 @@
  * Waits are conditions with deadlines on the loop (UV_RUN_ONCE with a 5 ms tick); nothing
  * sleeps. After a stop the store is opened read-only to see what the shutdown left.
  */
-#include "scheduler/ql_node.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"

@@ -3,7 +3,7 @@
  * unknown fields surviving a decode + encode, version and corruption errors, ids, step ids and
  * string maps.
  */
-#include "storage/ql_error.h"
+#include "base/ql_error.h"
 #include "storage/ql_records.h"
 #include "tests/common/mem_util.h"
 

@@ -7,7 +7,7 @@
  * Waits are polls with deadlines; the write under test runs on a thread of its own, so a write
  * that stays blocked (the code before the guard) fails the deadline instead of hanging.
  */
-#include "storage/ql_procinfo.h"
+#include "base/ql_procinfo.h"
 #include "storage/storage.h"
 #include "tests/common/tmp_util.h"
 

@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/ql_auth.h"
+#include "http/ql_auth.h"
 
 #define QILIN QL_BUILD_DIR "/tools/qilin"
 #define QILIND QL_BUILD_DIR "/tools/qilind"

@@ -1,0 +1,87 @@
+/* Facts about processes, from /proc: see ql_procinfo.h. */
+#include "base/ql_procinfo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+/* Parses /proc/<dir>/stat. The command (field 2) is in parentheses and may hold spaces and
+ * parentheses itself, so the fields are counted from its last ')'. */
+static int read_stat(const char *dir, ql_proc_info_t *out) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? UV_ESRCH : -errno;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return UV_ESRCH; /* a process that exited between open and read */
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return UV_EINVAL;
+    p += 2;
+    out->state = *p;
+    /* p is at field 3; the start time is field 22. */
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return UV_EINVAL;
+        p++;
+    }
+    out->start = strtoull(p, NULL, 10);
+    return 0;
+}
+
+int ql_proc_info(pid_t pid, ql_proc_info_t *out) {
+    if (pid <= 0)
+        return UV_ESRCH;
+    char dir[32];
+    snprintf(dir, sizeof dir, "%ld", (long)pid);
+    int rc = read_stat(dir, out);
+    if (rc)
+        return rc;
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%s", dir);
+    if (stat(path, &st) != 0)
+        return errno == ENOENT ? UV_ESRCH : -errno;
+    out->uid = st.st_uid;
+    return 0;
+}
+
+uint64_t ql_proc_self_start(void) {
+    ql_proc_info_t me;
+    return read_stat("self", &me) == 0 ? me.start : 0;
+}
+
+int ql_proc_kill(pid_t pid, uint64_t start, int sig) {
+    /* The pidfd pins the process: once it is open, the start time read after it is that of the
+     * process the pidfd refers to (or /proc says it is gone), and the signal goes to it alone. */
+    int pfd = pidfd_open(pid, 0);
+    if (pfd < 0)
+        return errno == ESRCH ? UV_ESRCH : -errno;
+    ql_proc_info_t now;
+    int rc = ql_proc_info(pid, &now);
+    if (rc == 0 && now.start != start)
+        rc = UV_ESRCH;
+    if (rc == 0 && pidfd_send_signal(pfd, sig, NULL, 0) != 0)
+        rc = errno == ESRCH ? UV_ESRCH : -errno;
+    close(pfd);
+    return rc;
+}
+
+int64_t ql_boot_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,19 @@
+/*
+ * scheduler: what runs jobs and decides builds. The one header other libraries include.
+ *
+ *   ql_sched.h          the fetcher and the runner pool: picks READY jobs, runs their steps
+ *   ql_dispatch.h       the dispatcher: submits each model's due incremental build
+ *   ql_dispatch_time.h  the dispatcher's calendar: trigger times and target ranges
+ *   ql_submit.h         the one write that submits a build, merge, refresh or ad-hoc job
+ *   ql_lock.h           the job engine lock and its fencing epoch
+ */
+#ifndef QL_SCHEDULER_H
+#define QL_SCHEDULER_H
+
+#include "scheduler/ql_dispatch.h"
+#include "scheduler/ql_dispatch_time.h"
+#include "scheduler/ql_lock.h"
+#include "scheduler/ql_sched.h"
+#include "scheduler/ql_submit.h"
+
+#endif

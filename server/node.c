@@ -1,0 +1,507 @@
+/* The job server's engine composition: see ql_node.h. */
+#include "server/ql_node.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* How often a standby tries the lock and the master checks it still holds it. */
+#define LOCK_POLL_MS 1000
+
+struct ql_node {
+    ql_node_opts_t opts;
+    const ql_config_t *cfg;
+    ql_store_t *store;
+    ql_writer_t *writer;
+    ql_clock_t *clock;
+    ql_templates_t *templates;
+    ql_lock_t *lock;
+    ql_sched_t *sched;
+    ql_dispatcher_t *dispatcher;
+    uv_async_t wake;
+    bool wake_init;
+    ql_timer_t lock_timer;
+    bool lock_timer_init;
+    ql_timer_t lease_timer; /* the master renews its lease in the lock file */
+    bool lease_timer_init;
+    char holder[256];
+    char exec_helper[PATH_MAX];
+    char log_dir[PATH_MAX];
+    bool stopping;
+    bool demoting; /* the lock is lost: the scheduler is stopping, then back to standby */
+    bool fenced;   /* the scheduler saw a change refused by fencing */
+    int closing;
+    void (*stop_done)(void *);
+    void *stop_arg;
+};
+
+static void wake_cb(uv_async_t *h) {
+    ql_node_t *n = h->data;
+    ql_writer_complete(n->writer);
+}
+
+static void notify_cb(void *arg) {
+    ql_node_t *n = arg;
+    uv_async_send(&n->wake);
+}
+
+static void on_submitted(void *arg, const ql_id_t *job) {
+    (void)job;
+    ql_node_kick(arg);
+}
+
+static bool is_master(void *arg) {
+    return ql_node_is_master(arg);
+}
+
+/* The path of qilin-exec: the option, or the file next to the running executable. */
+static void find_exec_helper(ql_node_t *n) {
+    if (n->opts.exec_helper) {
+        snprintf(n->exec_helper, sizeof n->exec_helper, "%s", n->opts.exec_helper);
+        return;
+    }
+    char self[PATH_MAX];
+    size_t len = sizeof self;
+    if (uv_exepath(self, &len) == 0) {
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(n->exec_helper, sizeof n->exec_helper, "%.*s/qilin-exec", PATH_MAX - 16, self);
+            if (access(n->exec_helper, X_OK) == 0)
+                return;
+            snprintf(n->exec_helper, sizeof n->exec_helper, "%.*s/../tools/qilin-exec",
+                     PATH_MAX - 32, self);
+            if (access(n->exec_helper, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(n->exec_helper, sizeof n->exec_helper, "qilin-exec");
+}
+
+static void lock_timer_cb(ql_timer_t *t, void *arg);
+
+/* Every QL_LOCK_RENEW_MS while the lock is held: from the loop, so a loop that is stopped or
+ * wedged stops renewing, and a standby replaces this server after qilin.server.master-lease-ms.
+ * It goes on while the server stops (running steps may take qilin.shutdown.grace-ms to finish)
+ * or steps down: the loop is alive, and the lock is released at the end of either. */
+static void lease_timer_cb(ql_timer_t *t, void *arg) {
+    ql_node_t *n = arg;
+    if (!n->lock || !n->lock->held)
+        return;
+    ql_lock_renew(n->lock);
+    ql_timer_start(t, QL_LOCK_RENEW_MS, lease_timer_cb, n);
+}
+
+/* From a write's answer: run the lock check at the next loop turn, not inside the answer. */
+static void on_fenced(void *arg) {
+    ql_node_t *n = arg;
+    n->fenced = true;
+    if (!n->stopping && !n->demoting)
+        ql_timer_start(&n->lock_timer, 0, lock_timer_cb, n);
+}
+
+static int start_scheduling(ql_node_t *n, ql_err_t *err) {
+    const ql_config_t *c = n->cfg;
+    const char *tz = ql_config_get_str(c, "kylin.web.timezone");
+    ql_sched_opts_t so = {
+        .store = n->store,
+        .writer = n->writer,
+        .clock = n->clock,
+        .log = n->opts.log,
+        .templates = n->templates,
+        .max_concurrent_jobs = (int)ql_config_get_int(c, "kylin.job.max-concurrent-jobs"),
+        .poll_interval_ms = ql_config_get_int(c, "kylin.job.scheduler.poll-interval-second") * 1000,
+        .retry = (int)ql_config_get_int(c, "kylin.job.retry"),
+        .retry_interval_ms = ql_config_get_ms(c, "kylin.job.retry-interval"),
+        .output_max = (size_t)ql_config_get_size(c, "kylin.job.execute-output.max-size"),
+        .kill_grace_ms = ql_config_get_ms(c, "qilin.step.kill-grace-ms"),
+        .exec_helper = n->exec_helper,
+        .log_dir = n->log_dir,
+        .default_timezone = tz,
+        .fence = n->lock->fence,
+        .on_fenced = on_fenced,
+        .hook_arg = n,
+    };
+    int rc = ql_sched_new(&so, &n->sched);
+    if (rc)
+        return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
+    uint64_t recovered = 0;
+    if ((rc = ql_sched_recover(n->sched, &recovered, err)))
+        return rc;
+    ql_dispatcher_opts_t dopts = {
+        .store = n->store,
+        .writer = n->writer,
+        .clock = n->clock,
+        .log = n->opts.log,
+        .templates = n->templates,
+        .interval_ms = ql_config_get_ms(c, "kylin.model.auto-segment-build.dispatcher-interval-ms"),
+        .server_timezone = tz,
+        .is_master = is_master,
+        .master_arg = n,
+        .on_submitted = on_submitted,
+        .hook_arg = n,
+        .fence = n->lock->fence,
+    };
+    if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
+        return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
+    ql_sched_start(n->sched);
+    ql_dispatcher_start(n->dispatcher);
+    ql_lock_renew(n->lock); /* recovery may have taken a while */
+    ql_timer_start(&n->lease_timer, QL_LOCK_RENEW_MS, lease_timer_cb, n);
+    ql_log(n->opts.log, QL_LOG_INFO, "node",
+           "scheduling: holding the job engine lock fence=%llu recovered=%llu",
+           (unsigned long long)n->lock->fence, (unsigned long long)recovered);
+    return 0;
+}
+
+/* Tries the lock; starts scheduling when it is ours. */
+static int try_lock(ql_node_t *n, ql_err_t *err) {
+    bool acquired;
+    char holder[256] = "";
+    int rc = ql_lock_try_acquire(n->lock, &acquired, holder, sizeof holder);
+    if (rc)
+        return ql_err_set(err, rc, "cannot take the job engine lock: %s", ql_strerror(rc));
+    if (acquired) {
+        n->holder[0] = '\0';
+        if ((rc = start_scheduling(n, err))) {
+            /* Not half a master: drop what started and the lock, so the next poll tries again
+             * (or another server takes over). */
+            ql_dispatcher_free(n->dispatcher);
+            n->dispatcher = NULL;
+            ql_sched_free(n->sched);
+            n->sched = NULL;
+            ql_lock_release(n->lock);
+        }
+        return rc;
+    }
+    if (strcmp(holder, n->holder) != 0) {
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "standby: the job engine lock is held by %s; this server serves the API and takes "
+               "over when the lock is released",
+               holder);
+        snprintf(n->holder, sizeof n->holder, "%s", holder);
+    }
+    return 0;
+}
+
+/* Why the master's holding is over, or NULL while it lasts: the lock itself (its file replaced),
+ * or the store's epoch moved past our token (another server took the lock). */
+static const char *holding_lost(ql_node_t *n, char *buf, size_t cap) {
+    if (n->fenced)
+        return "a change was refused by fencing (another server took the lock)";
+    if (!ql_lock_still_held(n->lock))
+        return "the lock file was removed or replaced";
+    ql_txn_t *txn;
+    uint64_t epoch = 0;
+    if (ql_txn_begin(n->store, false, &txn) == 0) {
+        int rc = ql_fence_current(txn, &epoch);
+        ql_txn_abort(txn);
+        if (rc == 0 && epoch != n->lock->fence) {
+            snprintf(buf, cap, "the fencing epoch is now %llu, this server's token is %llu",
+                     (unsigned long long)epoch, (unsigned long long)n->lock->fence);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static void sched_demoted(void *arg);
+static void close_handles(ql_node_t *n);
+
+/* The lock is lost while scheduling: stop the dispatcher and the scheduler (running steps are
+ * stopped; their writes are refused by fencing, and the new holder resumes the jobs), release
+ * what is left of the lock and go back to standby. */
+static void demote(ql_node_t *n, const char *why) {
+    n->demoting = true;
+    ql_log(n->opts.log, QL_LOG_ERROR, "node",
+           "lost the job engine lock fence=%llu reason=\"%s\": stopping the scheduler and the "
+           "dispatcher; running steps are stopped and the lock's new holder resumes their jobs; "
+           "this server goes back to standby",
+           (unsigned long long)n->lock->fence, why);
+    ql_dispatcher_free(n->dispatcher);
+    n->dispatcher = NULL;
+    ql_sched_stop(n->sched, true, 0, sched_demoted, n);
+}
+
+static void sched_demoted(void *arg) {
+    ql_node_t *n = arg;
+    ql_sched_free(n->sched);
+    n->sched = NULL;
+    ql_timer_stop(&n->lease_timer);
+    ql_lock_release(n->lock);
+    n->demoting = false;
+    n->fenced = false;
+    n->holder[0] = '\0';
+    if (n->stopping) {
+        close_handles(n);
+        return;
+    }
+    ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
+}
+
+/* Every LOCK_POLL_MS: stale reader slots are freed; a standby tries the lock; the master
+ * checks it still holds it. */
+static void lock_timer_cb(ql_timer_t *t, void *arg) {
+    ql_node_t *n = arg;
+    if (n->stopping || n->demoting)
+        return;
+    int cleared = 0;
+    if (ql_store_clear_stale_readers(n->store, &cleared) == 0 && cleared > 0)
+        ql_log(n->opts.log, QL_LOG_WARN, "node",
+               "freed the store's reader slots of dead processes count=%d reason=\"a process "
+               "died inside a read transaction; its slot kept old pages from reuse\"",
+               cleared);
+    if (n->sched) {
+        char buf[160];
+        const char *why = holding_lost(n, buf, sizeof buf);
+        if (why) {
+            demote(n, why);
+            return;
+        }
+    } else {
+        ql_err_t err = {0};
+        if (try_lock(n, &err))
+            ql_log(n->opts.log, QL_LOG_ERROR, "node", "%s", err.msg);
+    }
+    if (!n->stopping)
+        ql_timer_start(t, LOCK_POLL_MS, lock_timer_cb, n);
+}
+
+static int load_templates(ql_node_t *n, ql_err_t *err) {
+    const char *path = ql_config_get_str(n->cfg, "qilin.jobs.templates");
+    char full[PATH_MAX];
+    if (path[0] != '/' && n->opts.config_dir)
+        snprintf(full, sizeof full, "%s/%s", n->opts.config_dir, path);
+    else
+        snprintf(full, sizeof full, "%s", path);
+    return ql_templates_load_file(full, &n->templates, err);
+}
+
+static void free_node(ql_node_t *n) {
+    ql_writer_free(n->writer);
+    ql_lock_free(n->lock);
+    ql_store_close(n->store);
+    ql_templates_free(n->templates);
+    ql_clock_free(n->clock);
+    void (*done)(void *) = n->stop_done;
+    void *arg = n->stop_arg;
+    free(n);
+    if (done)
+        done(arg);
+}
+
+static void handle_closed(ql_node_t *n) {
+    if (--n->closing == 0)
+        free_node(n);
+}
+
+static void async_closed(uv_handle_t *h) {
+    handle_closed(h->data);
+}
+
+static void timer_closed(ql_timer_t *t) {
+    handle_closed(t->arg);
+}
+
+static void close_handles(ql_node_t *n) {
+    n->closing = 1; /* this function's own reference */
+    if (n->lock_timer_init) {
+        n->closing++;
+        ql_timer_stop(&n->lock_timer);
+        n->lock_timer.arg = n;
+        ql_timer_close(&n->lock_timer, timer_closed);
+    }
+    if (n->lease_timer_init) {
+        n->closing++;
+        ql_timer_stop(&n->lease_timer);
+        n->lease_timer.arg = n;
+        ql_timer_close(&n->lease_timer, timer_closed);
+    }
+    if (n->wake_init) {
+        n->closing++;
+        /* Answers still queued are run by ql_writer_free (in free_node). */
+        uv_close((uv_handle_t *)&n->wake, async_closed);
+    }
+    handle_closed(n);
+}
+
+int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
+    *out = NULL;
+    ql_node_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    n->opts = *opts;
+    n->cfg = opts->config;
+    find_exec_helper(n);
+    int rc = ql_clock_real_new(opts->loop, &n->clock);
+    if (rc) {
+        free(n);
+        return ql_err_set(err, rc, "cannot create the clock: %s", ql_strerror(rc));
+    }
+    const char *path = ql_config_get_str(n->cfg, "qilin.storage.path");
+    snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
+    ql_store_opts_t so = {
+        .path = path,
+        .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size"),
+        .writer_stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms"),
+        .log = opts->log,
+    };
+    if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
+        goto fail;
+    struct stat dst;
+    if (stat(path, &dst) == 0 && (dst.st_mode & 007))
+        ql_log(n->opts.log, QL_LOG_WARN, "node",
+               "the data directory is open to every local user (mode %03o): files an older "
+               "version made readable there stay readable; chmod o-rwx it path=%s",
+               (unsigned)(dst.st_mode & 0777), path);
+    uint64_t old_major, old_minor;
+    if (ql_store_upgraded_from(n->store, &old_major, &old_minor))
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "store upgraded in place from=%llu.%llu to=%d.%d path=%s",
+               (unsigned long long)old_major, (unsigned long long)old_minor, QL_SCHEMA_MAJOR,
+               QL_SCHEMA_MINOR, path);
+    if ((rc = uv_async_init(opts->loop, &n->wake, wake_cb))) {
+        ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
+        goto fail;
+    }
+    n->wake.data = n;
+    n->wake_init = true;
+    ql_writer_opts_t wo = {.notify = notify_cb, .notify_arg = n};
+    if ((rc = ql_writer_new(n->store, &wo, &n->writer))) {
+        ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
+        goto fail;
+    }
+    if (!ql_config_serves_jobs(n->cfg)) {
+        ql_log(opts->log, QL_LOG_INFO, "node",
+               "mode %s: no scheduler and no dispatcher on this server", "query");
+        *out = n;
+        return 0;
+    }
+    int64_t scheduler = ql_config_get_int(n->cfg, "kylin.job.scheduler.default");
+    if (scheduler != 0) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "kylin.job.scheduler.default: %lld needs ZooKeeper coordination, which "
+                        "this build does not provide yet; use 0 (one scheduling server per store)",
+                        (long long)scheduler);
+        goto fail;
+    }
+    /* With ZooKeeper configured, scheduler 0's lock is a ZooKeeper node (docs/design/cluster.md);
+     * using the data directory's lock instead would quietly give a different guarantee. */
+    if (ql_config_get_str(n->cfg, "kylin.env.zookeeper-connect-string")[0]) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "
+                        "coordination yet (its job engine lock would be the ZooKeeper node "
+                        "/job_engine/global_job_engine_lock); leave it empty to use the data "
+                        "directory's lock");
+        goto fail;
+    }
+    /* A new master may wait up to the stall bound for another process's write while it takes
+     * the lock (raising the epoch), without renewing: a lease that short would get it killed. */
+    int64_t lease_ms = ql_config_get_ms(n->cfg, "qilin.server.master-lease-ms");
+    int64_t stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms");
+    if (lease_ms <= stall_ms) {
+        rc = ql_err_set(err, QL_EINVAL,
+                        "qilin.server.master-lease-ms: %lld ms must be longer than "
+                        "qilin.storage.writer-stall-ms (%lld ms)",
+                        (long long)lease_ms, (long long)stall_ms);
+        goto fail;
+    }
+    ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
+    if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
+        ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
+        goto fail;
+    }
+    ql_timer_init(n->clock, &n->lease_timer);
+    n->lease_timer_init = true;
+    if ((rc = try_lock(n, err)))
+        goto fail;
+    ql_timer_init(n->clock, &n->lock_timer);
+    n->lock_timer_init = true;
+    ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
+    *out = n;
+    return 0;
+fail:
+    /* Nothing has run on the loop yet; handles are closed the normal way. */
+    if (n->sched) {
+        ql_sched_free(n->sched);
+        n->sched = NULL;
+    }
+    if (n->dispatcher) {
+        ql_dispatcher_free(n->dispatcher);
+        n->dispatcher = NULL;
+    }
+    close_handles(n);
+    return rc;
+}
+
+static void sched_stopped(void *arg) {
+    ql_node_t *n = arg;
+    ql_timer_stop(&n->lease_timer);
+    ql_sched_free(n->sched);
+    n->sched = NULL;
+    if (n->lock)
+        ql_lock_release(n->lock);
+    close_handles(n);
+}
+
+void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
+    if (n->stopping)
+        return;
+    n->stopping = true;
+    n->stop_done = done;
+    n->stop_arg = arg;
+    ql_log(n->opts.log, QL_LOG_INFO, "node", "stopping");
+    if (n->demoting)
+        return; /* the scheduler is already stopping: sched_demoted closes the rest */
+    if (n->dispatcher) {
+        ql_dispatcher_free(n->dispatcher);
+        n->dispatcher = NULL;
+    }
+    if (n->sched) {
+        /* `wait`: running steps may finish, for qilin.shutdown.grace-ms at most; then they are
+         * paused like with `pause` (back to READY, resumed from that step after a restart). */
+        const char *how = ql_config_get_str(n->cfg, "qilin.shutdown.running-steps");
+        ql_sched_stop(n->sched, strcmp(how, "wait") != 0,
+                      ql_config_get_ms(n->cfg, "qilin.shutdown.grace-ms"), sched_stopped, n);
+        return;
+    }
+    close_handles(n);
+}
+
+ql_store_t *ql_node_store(ql_node_t *n) {
+    return n->store;
+}
+ql_writer_t *ql_node_writer(ql_node_t *n) {
+    return n->writer;
+}
+ql_clock_t *ql_node_clock(ql_node_t *n) {
+    return n->clock;
+}
+const ql_templates_t *ql_node_templates(ql_node_t *n) {
+    return n->templates;
+}
+const ql_config_t *ql_node_config(ql_node_t *n) {
+    return n->cfg;
+}
+ql_log_t *ql_node_log(ql_node_t *n) {
+    return n->opts.log;
+}
+ql_sched_t *ql_node_sched(ql_node_t *n) {
+    return n->sched;
+}
+ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
+    return n->dispatcher;
+}
+bool ql_node_is_master(const ql_node_t *n) {
+    return n->sched != NULL && !n->stopping && !n->demoting;
+}
+const char *ql_node_lock_holder(const ql_node_t *n) {
+    return n->holder;
+}
+void ql_node_kick(ql_node_t *n) {
+    if (n->sched)
+        ql_sched_kick(n->sched);
+}

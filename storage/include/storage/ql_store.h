@@ -1,0 +1,225 @@
+/*
+ * The metadata store: one LMDB environment under a data directory, holding projects, models,
+ * segments, jobs, steps and step outputs, with the indexes that keep every hot path a B-tree
+ * lookup (docs/design/metadata.md, Store).
+ *
+ * DESIGN.
+ * - Transactions: every read or change goes through a ql_txn_t. A write transaction changes
+ *   records and all their index entries together; LMDB's MVCC means a reader never sees half of
+ *   it. Only the writer thread (ql_writer.h) opens write transactions in a running server; tools
+ *   and tests may open them directly (one at a time per environment: LMDB serialises writers).
+ * - Other processes: each top-level write transaction holds the store's writer guard
+ *   (writer_guard.h) from begin to commit or abort, so waiting for another process's write is
+ *   bounded: a holder stopped for longer than writer_stall_ms is killed.
+ * - Read transactions may be used from any thread (the environment is opened with MDB_NOTLS),
+ *   one thread at a time per transaction.
+ * - Records read inside a transaction are decoded into caller-owned structs before the
+ *   callback or function returns: nothing returned points into the map, so results outlive the
+ *   transaction. Release them with the record's _free function.
+ * - Durability: a write transaction's commit is synced (LMDB's default; MDB_NOSYNC is never
+ *   used). ql_txn_commit() returns only once the data is on disk.
+ * - Map size: fixed at open (default QL_STORE_DEFAULT_MAP_SIZE; the file grows only as used).
+ *   A write that does not fit fails with QL_EMAPFULL; reads keep working.
+ *
+ * Iteration callbacks return 0 to continue, a positive value to stop (the foreach returns 0),
+ * or a negative error (the foreach returns it).
+ */
+#ifndef QL_STORE_H
+#define QL_STORE_H
+
+#include "base/ql_error.h"
+#include "storage/ql_records.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define QL_STORE_DEFAULT_MAP_SIZE (64ull << 30)
+#define QL_STORE_DEFAULT_WRITER_STALL_MS 2000
+/* Schema of the environment: a build refuses a store whose major version is higher. */
+#define QL_SCHEMA_MAJOR 2
+#define QL_SCHEMA_MINOR 0
+
+typedef struct ql_store ql_store_t;
+typedef struct ql_txn ql_txn_t;
+
+typedef struct ql_store_opts {
+    const char *path;     /* data directory, created when missing (not in read_only mode) */
+    uint64_t map_size;    /* bytes; 0: QL_STORE_DEFAULT_MAP_SIZE */
+    unsigned max_readers; /* 0: 126 */
+    bool read_only;
+    uint64_t id_seed; /* nonzero: deterministic ids from this seed (simulator, tests) */
+    /* How long a write transaction waits for another process's before it looks at that
+     * process, and kills it if it is stopped (the writer guard, storage/writer_guard.h;
+     * qilin.storage.writer-stall-ms). 0: QL_STORE_DEFAULT_WRITER_STALL_MS. */
+    int64_t writer_stall_ms;
+    struct ql_log *log; /* borrowed, may be NULL (stderr): the writer guard's decisions */
+} ql_store_opts_t;
+
+/* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store
+ * written by a newer incompatible version (QL_EVERSION). */
+int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
+/* Closes the store. No transaction may be open. */
+void ql_store_close(ql_store_t *store);
+/* The data directory (borrowed, valid until close). */
+const char *ql_store_path(const ql_store_t *store);
+/* Frees the reader slots of processes that died inside a read transaction (SIGKILL, a crash).
+ * A stale slot pins the pages of its snapshot, so while other processes keep the store open the
+ * file would grow with every write. Called at open and by the server every second; *cleared
+ * (may be NULL) gets how many slots were freed. Cheap: one pass over the reader table. */
+int ql_store_clear_stale_readers(ql_store_t *store, int *cleared);
+/* Whether this open upgraded the store from an older schema: true with the old version in
+ * *major and *minor (for the caller to log), false for a store that was current. */
+bool ql_store_upgraded_from(const ql_store_t *store, uint64_t *major, uint64_t *minor);
+/* A fresh id: a time-ordered random UUID (version 7), so that records created together sit
+ * together in the B-trees (or, with id_seed, the next deterministic one). Thread-safe. */
+void ql_store_new_id(ql_store_t *store, ql_id_t *out);
+
+typedef struct ql_store_stat {
+    uint64_t map_size;   /* configured limit, bytes */
+    uint64_t used_bytes; /* pages in use times page size */
+    uint64_t file_bytes; /* size of the data file on disk */
+} ql_store_stat_t;
+int ql_store_stat(ql_store_t *store, ql_store_stat_t *out);
+
+/* Seam for tests: called after every successful commit of a top-level write transaction (the
+ * sync has completed when it runs), on the committing thread. NULL to remove. */
+typedef void (*ql_store_commit_hook)(void *arg);
+void ql_store_set_commit_hook(ql_store_t *store, ql_store_commit_hook hook, void *arg);
+
+/* ---- transactions ---- */
+
+int ql_txn_begin(ql_store_t *store, bool write, ql_txn_t **out);
+/* A nested write transaction inside parent: its changes become part of parent when it commits,
+ * and vanish when it aborts, leaving parent usable. */
+int ql_txn_begin_nested(ql_txn_t *parent, ql_txn_t **out);
+/* Commits and frees txn (also on failure). A top-level write commit is synced. */
+int ql_txn_commit(ql_txn_t *txn);
+/* Aborts and frees txn. */
+void ql_txn_abort(ql_txn_t *txn);
+bool ql_txn_is_write(const ql_txn_t *txn);
+ql_store_t *ql_txn_store(ql_txn_t *txn);
+
+/* ---- small values in the meta table (locks, fencing epochs, counters) ---- */
+
+int ql_meta_get_u64(ql_txn_t *txn, const char *key, uint64_t *out); /* QL_ENOTFOUND */
+int ql_meta_put_u64(ql_txn_t *txn, const char *key, uint64_t value);
+/* Copies a string value into buf (cap bytes with NUL). */
+int ql_meta_get_str(ql_txn_t *txn, const char *key, char *buf, size_t cap);
+int ql_meta_put_str(ql_txn_t *txn, const char *key, const char *value);
+
+/* A counter raised by every project or model write (in the same transaction): a cached,
+ * decoded copy of projects and models is exact while the generation it was read at holds. */
+int ql_store_metadata_generation(ql_txn_t *txn, uint64_t *out);
+
+/* ---- projects ---- */
+
+int ql_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t *out);
+/* Inserts or replaces the project of that name. */
+int ql_project_put(ql_txn_t *txn, const ql_project_t *p);
+typedef int (*ql_project_cb)(const ql_project_t *p, void *arg);
+/* Projects in name order (the record is borrowed for the callback's duration). */
+int ql_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg);
+int ql_project_count(ql_txn_t *txn, uint64_t *out);
+
+/* ---- models ---- */
+
+int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
+/* Whether the model exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
+int ql_model_exists(ql_txn_t *txn, const ql_id_t *id);
+int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                  ql_model_t *out);
+/* Inserts or replaces the model with that id. QL_EEXIST when another model of the project has
+ * the name; the project must exist (QL_ENOTFOUND). */
+int ql_model_put(ql_txn_t *txn, const ql_model_t *m);
+typedef int (*ql_model_cb)(const ql_model_t *m, void *arg);
+/* Models of a project in name order (record borrowed for the callback). */
+int ql_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg);
+int ql_model_count(ql_txn_t *txn, const char *project, uint64_t *out);
+
+/* ---- segments ---- */
+
+int ql_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out);
+/* Whether the segment exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
+int ql_segment_exists(ql_txn_t *txn, const ql_id_t *id);
+/* Inserts or updates (by id) a segment. The store picks its index layer (s->layer is set). The
+ * overlap RULES are not checked here (see ql_meta.h); this only keeps the indexes right. */
+int ql_segment_put(ql_txn_t *txn, ql_segment_t *s);
+int ql_segment_delete(ql_txn_t *txn, const ql_id_t *id);
+typedef int (*ql_segment_cb)(const ql_segment_t *s, void *arg);
+/* A model's segments in (start, end) order (record borrowed for the callback). */
+int ql_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, void *arg);
+/* Segments of model overlapping [start, end): O(log n + k). Order: by start within each index
+ * layer; use ql_segment_overlapping() for one sorted list. */
+int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                                   ql_segment_cb cb, void *arg);
+/* Collects overlapping segments sorted by (start, end) into out (cap entries, no extras). Sets
+ * *n to the number found; returns QL_ETOOBIG when more than cap overlap (the first cap are
+ * returned). No allocation. */
+int ql_segment_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                           ql_segment_t *out, size_t cap, size_t *n);
+int ql_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out);
+
+/* ---- jobs ---- */
+
+int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out);
+/* Inserts or updates (by id) a job and all of its index entries and counts. */
+int ql_job_put(ql_txn_t *txn, const ql_job_t *j);
+typedef int (*ql_job_cb)(const ql_job_t *j, void *arg);
+/* Jobs in state, in (priority, create time) order: what the fetcher picks. */
+int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
+/* The same order from the index alone: id, priority and create time, no record decoding. */
+typedef int (*ql_job_state_ref_cb)(const ql_id_t *id, int priority, int64_t create_time, void *arg);
+int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+/* A model's jobs in creation order. */
+int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg);
+
+/* The non-final jobs of a model, from a small index (no record decoding). */
+typedef struct ql_live_job {
+    ql_id_t id;
+    ql_state_t state;
+    bool has_range;
+    int64_t start;
+    int64_t end;
+} ql_live_job_t;
+typedef int (*ql_live_job_cb)(const ql_live_job_t *j, void *arg);
+int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg);
+/* The non-final jobs of a model whose range overlaps [start, end), by range start: O(log n + k)
+ * however many live jobs the model has (see store_jobs.c for the invariant it rests on). */
+int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                                    ql_live_job_cb cb, void *arg);
+
+/* Jobs of a project (NULL: of every project), most recently modified first (or oldest first
+ * when oldest_first). The callback gets the id and state from the index; decode with
+ * ql_job_get only what is shown. */
+typedef int (*ql_job_ref_cb)(const ql_id_t *id, ql_state_t state, int64_t modify_time, void *arg);
+int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                          void *arg);
+/* Number of jobs of a project (NULL: all) whose state is in state_mask (bit 1 << state), from
+ * counters: no scan. */
+int ql_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out);
+
+/* ---- steps and their output ---- */
+
+int ql_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out);
+int ql_step_put(ql_txn_t *txn, const ql_step_t *s);
+typedef int (*ql_step_cb)(const ql_step_t *s, void *arg);
+/* A job's steps in sequence order. */
+int ql_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg);
+/* The stored (capped) output of a step: *out is a malloc'd NUL-terminated copy the caller
+ * frees; QL_ENOTFOUND when none was stored. */
+int ql_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
+int ql_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+
+/* ---- consistency check (qilin fsck) ---- */
+
+typedef struct ql_fsck_report {
+    uint64_t projects, models, segments, jobs, steps;
+    uint64_t violations; /* broken invariants: fsck fails */
+    uint64_t warnings;   /* e.g. orphan NEW segments: reported, not failures */
+} ql_fsck_report_t;
+
+/* Checks every invariant of docs/design/metadata.md and the indexes against the records, printing
+ * one line per finding to out (may be NULL). Returns 0 when the check ran (see violations). */
+int ql_store_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report);
+
+#endif
