@@ -313,7 +313,7 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
  * the step RUNNING: the store's fencing epoch is read again just before the spawn. The commit
  * itself is fenced, so a holder that lost the lock before it cannot commit; one that committed
  * just before the new holder raised the epoch would otherwise spawn after that holder's
- * recovery swept the step's marker (docs/architecture.md, Threads and durability). One read
+ * recovery swept the step's marker (docs/step-processes.md). One read
  * transaction per spawn.
  */
 static bool fenced_before_spawn(ql_sched_t *s, ql_err_t *err) {
