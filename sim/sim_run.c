@@ -186,8 +186,6 @@ static int engine_start(ql_sim_t *sim, ql_err_t *err) {
         .kill_grace_ms = ql_config_get_ms(cfg, "qilin.step.kill-grace-ms"),
         .log_dir = logs,
         .default_timezone = sim->server_tz,
-        .virtual_steps = true,
-        .allow_shell = sim->opts.allow_shell,
     };
     if ((rc = ql_sched_new(&so, &sim->sched)))
         return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
