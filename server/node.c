@@ -104,27 +104,19 @@ static void on_fenced(void *arg) {
 }
 
 static int start_scheduling(ql_node_t *n, ql_err_t *err) {
-    const ql_config_t *c = n->cfg;
-    const char *tz = ql_config_get_str(c, "kylin.web.timezone");
     ql_sched_opts_t so = {
         .store = n->store,
         .writer = n->writer,
         .clock = n->clock,
         .log = n->opts.log,
         .templates = n->templates,
-        .max_concurrent_jobs = (int)ql_config_get_int(c, "kylin.job.max-concurrent-jobs"),
-        .poll_interval_ms = ql_config_get_int(c, "kylin.job.scheduler.poll-interval-second") * 1000,
-        .retry = (int)ql_config_get_int(c, "kylin.job.retry"),
-        .retry_interval_ms = ql_config_get_ms(c, "kylin.job.retry-interval"),
-        .output_max = (size_t)ql_config_get_size(c, "kylin.job.execute-output.max-size"),
-        .kill_grace_ms = ql_config_get_ms(c, "qilin.step.kill-grace-ms"),
         .exec_helper = n->exec_helper,
         .log_dir = n->log_dir,
-        .default_timezone = tz,
         .fence = n->lock->fence,
         .on_fenced = on_fenced,
         .hook_arg = n,
     };
+    ql_node_engine_opts(n->cfg, &so, NULL);
     int rc = ql_sched_new(&so, &n->sched);
     if (rc)
         return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
@@ -137,14 +129,13 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .clock = n->clock,
         .log = n->opts.log,
         .templates = n->templates,
-        .interval_ms = ql_config_get_ms(c, "kylin.model.auto-segment-build.dispatcher-interval-ms"),
-        .server_timezone = tz,
         .is_master = is_master,
         .master_arg = n,
         .on_submitted = on_submitted,
         .hook_arg = n,
         .fence = n->lock->fence,
     };
+    ql_node_engine_opts(n->cfg, NULL, &dopts);
     if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
         return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
     ql_sched_start(n->sched);

@@ -9,6 +9,7 @@
  * and `scan` never commits scheduler work by accident.
  */
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 #include "sim_int.h"
 
 #include <errno.h>
@@ -158,13 +159,11 @@ static void fill_dispatcher_opts(const ql_sim_t *sim, ql_dispatcher_opts_t *o) {
     o->clock = sim->clock;
     o->log = (ql_log_t *)&sim->log;
     o->templates = sim->sc->templates;
-    o->interval_ms = sim->interval_ms;
-    o->server_timezone = sim->server_tz;
     o->manual_flush = true;
+    ql_node_engine_opts(sim->sc->cfg, NULL, o);
 }
 
 static int engine_start(ql_sim_t *sim, ql_err_t *err) {
-    const ql_config_t *cfg = sim->sc->cfg;
     ql_writer_opts_t wo = {.manual = true};
     int rc = ql_writer_new(sim->store, &wo, &sim->writer);
     if (rc)
@@ -177,16 +176,9 @@ static int engine_start(ql_sim_t *sim, ql_err_t *err) {
         .clock = sim->clock,
         .log = &sim->log,
         .templates = sim->sc->templates,
-        .max_concurrent_jobs = (int)ql_config_get_int(cfg, "kylin.job.max-concurrent-jobs"),
-        .poll_interval_ms =
-            ql_config_get_int(cfg, "kylin.job.scheduler.poll-interval-second") * 1000,
-        .retry = (int)ql_config_get_int(cfg, "kylin.job.retry"),
-        .retry_interval_ms = ql_config_get_ms(cfg, "kylin.job.retry-interval"),
-        .output_max = (size_t)ql_config_get_size(cfg, "kylin.job.execute-output.max-size"),
-        .kill_grace_ms = ql_config_get_ms(cfg, "qilin.step.kill-grace-ms"),
         .log_dir = logs,
-        .default_timezone = sim->server_tz,
     };
+    ql_node_engine_opts(sim->sc->cfg, &so, NULL);
     if ((rc = ql_sched_new(&so, &sim->sched)))
         return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
     ql_dispatcher_opts_t dopt;
