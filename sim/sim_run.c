@@ -262,9 +262,11 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
                         strerror(errno));
         sim->dir[0] = '\0';
     }
-    sim->interval_ms =
-        ql_config_get_ms(sc->cfg, "kylin.model.auto-segment-build.dispatcher-interval-ms");
-    sim->server_tz = ql_config_get_str(sc->cfg, "kylin.web.timezone");
+    /* The scan interval of run: and the server's zone of build:, as the server maps them. */
+    ql_dispatcher_opts_t eo = {0};
+    ql_node_engine_opts(sc->cfg, NULL, &eo);
+    sim->interval_ms = eo.interval_ms;
+    sim->server_tz = eo.server_timezone;
     if (!rc && (rc = ql_clock_virtual_new(sc->start, &sim->clock)))
         ql_err_set(&err, rc, "cannot create the clock: %s", ql_strerror(rc));
     if (!rc && (rc = ql_submit_cache_new(0, &sim->norm)))
