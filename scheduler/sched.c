@@ -136,9 +136,12 @@ static void flush_cb(ql_timer_t *t, void *arg) {
     ql_writer_flush(((ql_sched_t *)arg)->opts.writer);
 }
 
+/* A manual writer commits only when flushed: the scheduler flushes what it queued at the next
+ * turn of its clock (a zero-delay timer), so its mutations commit in the order the clock runs
+ * its timers, which on a virtual clock is the same on every run. */
 int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done) {
     int rc = ql_writer_submit(s->opts.writer, fn, arg, done);
-    if (rc == 0 && s->opts.virtual_steps && !s->flush_timer.armed)
+    if (rc == 0 && ql_writer_is_manual(s->opts.writer) && !s->flush_timer.armed)
         ql_timer_start(&s->flush_timer, 0, flush_cb, s);
     return rc;
 }

@@ -60,7 +60,8 @@ int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now,
     st->attempts++;
     st->retry_at = 0;
     st->token[0] = '\0';
-    if (!r->s->opts.virtual_steps && strcmp(st->kind, "shell") == 0 && ql_proc_token_new(st->token))
+    if (!ql_clock_is_virtual(r->s->opts.clock) && strcmp(st->kind, "shell") == 0 &&
+        ql_proc_token_new(st->token))
         return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
     rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
     if (!rc) {

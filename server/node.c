@@ -17,8 +17,11 @@ struct ql_node {
     ql_store_t *store;
     ql_writer_t *writer;
     ql_clock_t *clock;
-    ql_templates_t *templates;
+    const ql_templates_t *templates;
     ql_lock_t *lock;
+    /* What the node made itself and frees; the rest is borrowed from the options. */
+    bool own_store, own_clock, own_lock;
+    ql_templates_t *own_templates;
     ql_sched_t *sched;
     ql_dispatcher_t *dispatcher;
     uv_async_t wake;
@@ -49,8 +52,15 @@ static void notify_cb(void *arg) {
 }
 
 static void on_submitted(void *arg, const ql_id_t *job) {
-    (void)job;
-    ql_node_kick(arg);
+    ql_node_t *n = arg;
+    ql_node_kick(n);
+    if (n->opts.hooks.on_submitted)
+        n->opts.hooks.on_submitted(n->opts.hooks.arg, job);
+}
+
+static int submit_fault(void *arg) {
+    ql_node_t *n = arg;
+    return n->opts.hooks.submit_fault(n->opts.hooks.arg);
 }
 
 static bool is_master(void *arg) {
@@ -104,27 +114,19 @@ static void on_fenced(void *arg) {
 }
 
 static int start_scheduling(ql_node_t *n, ql_err_t *err) {
-    const ql_config_t *c = n->cfg;
-    const char *tz = ql_config_get_str(c, "kylin.web.timezone");
     ql_sched_opts_t so = {
         .store = n->store,
         .writer = n->writer,
         .clock = n->clock,
         .log = n->opts.log,
         .templates = n->templates,
-        .max_concurrent_jobs = (int)ql_config_get_int(c, "kylin.job.max-concurrent-jobs"),
-        .poll_interval_ms = ql_config_get_int(c, "kylin.job.scheduler.poll-interval-second") * 1000,
-        .retry = (int)ql_config_get_int(c, "kylin.job.retry"),
-        .retry_interval_ms = ql_config_get_ms(c, "kylin.job.retry-interval"),
-        .output_max = (size_t)ql_config_get_size(c, "kylin.job.execute-output.max-size"),
-        .kill_grace_ms = ql_config_get_ms(c, "qilin.step.kill-grace-ms"),
         .exec_helper = n->exec_helper,
         .log_dir = n->log_dir,
-        .default_timezone = tz,
         .fence = n->lock->fence,
         .on_fenced = on_fenced,
         .hook_arg = n,
     };
+    ql_node_engine_opts(n->cfg, &so, NULL);
     int rc = ql_sched_new(&so, &n->sched);
     if (rc)
         return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
@@ -137,20 +139,25 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .clock = n->clock,
         .log = n->opts.log,
         .templates = n->templates,
-        .interval_ms = ql_config_get_ms(c, "kylin.model.auto-segment-build.dispatcher-interval-ms"),
-        .server_timezone = tz,
         .is_master = is_master,
         .master_arg = n,
         .on_submitted = on_submitted,
         .hook_arg = n,
         .fence = n->lock->fence,
+        .manual_flush = n->opts.writer == QL_NODE_WRITER_INLINE,
+        .submit_fault = n->opts.hooks.submit_fault ? submit_fault : NULL,
+        .on_decision = n->opts.hooks.on_decision,
+        .decision_arg = n->opts.hooks.arg,
     };
+    ql_node_engine_opts(n->cfg, NULL, &dopts);
     if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
         return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
     ql_sched_start(n->sched);
-    ql_dispatcher_start(n->dispatcher);
-    ql_lock_renew(n->lock); /* recovery may have taken a while */
-    ql_timer_start(&n->lease_timer, QL_LOCK_RENEW_MS, lease_timer_cb, n);
+    if (!n->opts.driver_scans)
+        ql_dispatcher_start(n->dispatcher);
+    ql_lock_renew(n->lock);  /* recovery may have taken a while */
+    if (n->lock->ops->renew) /* a lock without a lease has nothing to renew */
+        ql_timer_start(&n->lease_timer, QL_LOCK_RENEW_MS, lease_timer_cb, n);
     ql_log(n->opts.log, QL_LOG_INFO, "node",
            "scheduling: holding the job engine lock fence=%llu recovered=%llu",
            (unsigned long long)n->lock->fence, (unsigned long long)recovered);
@@ -271,21 +278,32 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
 }
 
 static int load_templates(ql_node_t *n, ql_err_t *err) {
+    if (n->opts.templates) {
+        n->templates = n->opts.templates;
+        return 0;
+    }
     const char *path = ql_config_get_str(n->cfg, "qilin.jobs.templates");
     char full[PATH_MAX];
     if (path[0] != '/' && n->opts.config_dir)
         snprintf(full, sizeof full, "%s/%s", n->opts.config_dir, path);
     else
         snprintf(full, sizeof full, "%s", path);
-    return ql_templates_load_file(full, &n->templates, err);
+    int rc = ql_templates_load_file(full, &n->own_templates, err);
+    n->templates = n->own_templates;
+    return rc;
 }
 
 static void free_node(ql_node_t *n) {
     ql_writer_free(n->writer);
-    ql_lock_free(n->lock);
-    ql_store_close(n->store);
-    ql_templates_free(n->templates);
-    ql_clock_free(n->clock);
+    if (n->own_lock)
+        ql_lock_free(n->lock);
+    else if (n->lock && n->lock->held)
+        ql_lock_release(n->lock);
+    if (n->own_store)
+        ql_store_close(n->store);
+    ql_templates_free(n->own_templates);
+    if (n->own_clock)
+        ql_clock_free(n->clock);
     void (*done)(void *) = n->stop_done;
     void *arg = n->stop_arg;
     free(n);
@@ -328,29 +346,19 @@ static void close_handles(ql_node_t *n) {
     handle_closed(n);
 }
 
-int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
-    *out = NULL;
-    ql_node_t *n = calloc(1, sizeof *n);
-    if (!n)
-        return ql_err_set(err, UV_ENOMEM, "out of memory");
-    n->opts = *opts;
-    n->cfg = opts->config;
-    find_exec_helper(n);
-    int rc = ql_clock_real_new(opts->loop, &n->clock);
-    if (rc) {
-        free(n);
-        return ql_err_set(err, rc, "cannot create the clock: %s", ql_strerror(rc));
-    }
+/* The store of qilin.storage.path, opened with its settings. */
+static int open_store(ql_node_t *n, ql_err_t *err) {
     const char *path = ql_config_get_str(n->cfg, "qilin.storage.path");
-    snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
     ql_store_opts_t so = {
         .path = path,
         .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size"),
         .writer_stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms"),
-        .log = opts->log,
+        .log = n->opts.log,
     };
-    if ((rc = ql_store_open(&so, &n->store, err)) || (rc = load_templates(n, err)))
-        goto fail;
+    int rc = ql_store_open(&so, &n->store, err);
+    if (rc)
+        return rc;
+    n->own_store = true;
     struct stat dst;
     if (stat(path, &dst) == 0 && (dst.st_mode & 007))
         ql_log(n->opts.log, QL_LOG_WARN, "node",
@@ -363,17 +371,53 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                "store upgraded in place from=%llu.%llu to=%d.%d path=%s",
                (unsigned long long)old_major, (unsigned long long)old_minor, QL_SCHEMA_MAJOR,
                QL_SCHEMA_MINOR, path);
-    if ((rc = uv_async_init(opts->loop, &n->wake, wake_cb))) {
-        ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
-        goto fail;
+    return 0;
+}
+
+/* The writer in the mode the options ask for. */
+static int start_writer(ql_node_t *n, ql_err_t *err) {
+    ql_writer_opts_t wo = {.manual = true};
+    if (n->opts.writer == QL_NODE_WRITER_THREAD) {
+        if (!n->opts.loop)
+            return ql_err_set(err, QL_EINVAL, "a threaded writer needs a loop");
+        int rc = uv_async_init(n->opts.loop, &n->wake, wake_cb);
+        if (rc)
+            return ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
+        n->wake.data = n;
+        n->wake_init = true;
+        wo = (ql_writer_opts_t){.notify = notify_cb, .notify_arg = n};
     }
-    n->wake.data = n;
-    n->wake_init = true;
-    ql_writer_opts_t wo = {.notify = notify_cb, .notify_arg = n};
-    if ((rc = ql_writer_new(n->store, &wo, &n->writer))) {
-        ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
-        goto fail;
+    int rc = ql_writer_new(n->store, &wo, &n->writer);
+    if (rc)
+        return ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
+    return 0;
+}
+
+int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
+    *out = NULL;
+    ql_node_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    n->opts = *opts;
+    n->cfg = opts->config;
+    find_exec_helper(n);
+    int rc = 0;
+    if (opts->clock) {
+        n->clock = opts->clock;
+    } else if ((rc = ql_clock_real_new(opts->loop, &n->clock))) {
+        free(n);
+        return ql_err_set(err, rc, "cannot create the clock: %s", ql_strerror(rc));
+    } else {
+        n->own_clock = true;
     }
+    if (opts->store)
+        n->store = opts->store;
+    else if ((rc = open_store(n, err)))
+        goto fail;
+    const char *path = ql_store_path(n->store);
+    snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
+    if ((rc = load_templates(n, err)) || (rc = start_writer(n, err)))
+        goto fail;
     if (!ql_config_serves_jobs(n->cfg)) {
         ql_log(opts->log, QL_LOG_INFO, "node",
                "mode %s: no scheduler and no dispatcher on this server", "query");
@@ -409,17 +453,22 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
                         (long long)lease_ms, (long long)stall_ms);
         goto fail;
     }
-    ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
-    if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
-        ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
-        goto fail;
+    if (opts->lock) {
+        n->lock = opts->lock;
+    } else {
+        ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
+        if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
+            ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
+            goto fail;
+        }
+        n->own_lock = true;
     }
     ql_timer_init(n->clock, &n->lease_timer);
     n->lease_timer_init = true;
-    if ((rc = try_lock(n, err)))
-        goto fail;
     ql_timer_init(n->clock, &n->lock_timer);
     n->lock_timer_init = true;
+    if ((rc = try_lock(n, err)))
+        goto fail;
     ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
     *out = n;
     return 0;
@@ -469,6 +518,19 @@ void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
         return;
     }
     close_handles(n);
+}
+
+void ql_node_abort(ql_node_t *n, void (*done)(void *arg), void *arg) {
+    n->stopping = true;
+    n->demoting = false; /* a scheduler stopping for a demotion is freed with the rest */
+    n->stop_done = done;
+    n->stop_arg = arg;
+    ql_log(n->opts.log, QL_LOG_INFO, "node", "aborting: the engine stops at once, writing nothing");
+    ql_dispatcher_free(n->dispatcher);
+    n->dispatcher = NULL;
+    ql_sched_free(n->sched);
+    n->sched = NULL;
+    close_handles(n); /* free_node releases the lock */
 }
 
 ql_store_t *ql_node_store(ql_node_t *n) {

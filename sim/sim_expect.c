@@ -155,9 +155,31 @@ static int parse_seg(const ql_sim_scenario_t *sc, const ql_yaml_node_t *n, sim_s
     return 0;
 }
 
+/* server: {master: true, epoch: 2} */
+static int parse_server(const ql_yaml_node_t *v, sim_expect_t *e, ql_err_t *err) {
+    static const char *const keys[] = {"master", "epoch", NULL};
+    int rc = ql_yaml_expect(v, QL_YAML_MAPPING, "key 'server'", err);
+    if (rc || (rc = ql_yaml_check_keys(v, keys, err)))
+        return rc;
+    const ql_yaml_node_t *x;
+    if ((x = ql_yaml_map_find(v, "master"))) {
+        e->has_master = true;
+        if ((rc = ql_yaml_as_bool(x, "master", &e->master, err)))
+            return rc;
+    }
+    if ((x = ql_yaml_map_find(v, "epoch"))) {
+        e->has_epoch = true;
+        if ((rc = ql_yaml_as_int(x, "epoch", 0, INT64_MAX, &e->epoch, err)))
+            return rc;
+    }
+    if (!e->has_master && !e->has_epoch)
+        return ql_yaml_errorf(err, v, "server: nothing to check (master:, epoch:)");
+    return 0;
+}
+
 int sim_parse_expect(const ql_sim_scenario_t *sc, const ql_yaml_node_t *node, sim_expect_t *e,
                      ql_err_t *err) {
-    static const char *const keys[] = {"cycles", "submitted", "jobs", "segments", NULL};
+    static const char *const keys[] = {"cycles", "submitted", "jobs", "segments", "server", NULL};
     memset(e, 0, sizeof *e);
     int rc = ql_yaml_expect(node, QL_YAML_MAPPING, "expect", err);
     if (rc || (rc = ql_yaml_check_keys(node, keys, err)))
@@ -170,6 +192,8 @@ int sim_parse_expect(const ql_sim_scenario_t *sc, const ql_yaml_node_t *node, si
         if ((rc = ql_yaml_as_int(v, "submitted", 0, INT64_MAX, &e->submitted, err)))
             return rc;
     }
+    if ((v = ql_yaml_map_find(node, "server")) && (rc = parse_server(v, e, err)))
+        return rc;
     struct {
         const char *key;
         size_t size;
@@ -232,10 +256,13 @@ static bool check_cycles(ql_sim_t *sim, const sim_expect_t *e, ql_sim_result_t *
         char label[2 * QL_NAME_MAX + 2], found[700];
         model_label(sim, c->model, label, sizeof label);
         ql_decision_t d;
-        if (ql_dispatcher_decision(sim->disp, &sim->model_ids[c->model], &d)) {
+        ql_dispatcher_t *disp = sim_dispatcher(sim);
+        if (!disp || ql_dispatcher_decision(disp, &sim->model_ids[c->model], &d)) {
             sim_res_append(res,
-                           "%s:%u: cycles %s: expected a decision, found none (no scan "
-                           "evaluated the model since the start or the last restart)",
+                           disp ? "%s:%u: cycles %s: expected a decision, found none (no scan "
+                                  "evaluated the model since the start or the last restart)"
+                                : "%s:%u: cycles %s: expected a decision, found none (the "
+                                  "server is not the master: it runs no dispatcher)",
                            sim->sc->file, c->line, label);
             ok = false;
             continue;
@@ -566,6 +593,23 @@ int sim_check_expect(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) 
                 ok = false;
             }
         }
+    }
+    if (!rc && e->has_epoch) {
+        uint64_t epoch = 0;
+        if ((rc = ql_fence_current(txn, &epoch)) == 0 && (int64_t)epoch != e->epoch) {
+            sim_res_append(res, "%s:%u: server: expected the fencing epoch %lld, found %llu",
+                           sim->sc->file, st->line, (long long)e->epoch, (unsigned long long)epoch);
+            ok = false;
+        }
+    }
+    if (e->has_master && ql_node_is_master(sim->node) != e->master) {
+        const char *holder = ql_node_lock_holder(sim->node);
+        sim_res_append(res, "%s:%u: server: expected %s, found %s%s%s", sim->sc->file, st->line,
+                       e->master ? "the master" : "not the master",
+                       e->master ? "not the master" : "the master",
+                       !e->master || !holder[0] ? "" : "; the job engine lock is held by ",
+                       e->master ? holder : "");
+        ok = false;
     }
     if (!rc)
         ok &= check_jobs(sim, txn, e, res, &rc);

@@ -11,6 +11,7 @@
 
 #include "config/ql_config.h"
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 #include "sim/ql_sim.h"
 
 #include <stdbool.h>
@@ -19,6 +20,7 @@
 
 #define SIM_ZONE_MAX 127
 #define SIM_CODE_MAX 31
+#define SIM_HOLDER_MAX 63
 
 /* The job a set-up NEW segment has (`job: RUNNING` or `job: {type: ..., state: ...}`). */
 typedef struct sim_job_def {
@@ -70,6 +72,7 @@ typedef enum sim_step_kind {
     SIM_JOB,
     SIM_SET_PROJECT,
     SIM_SET_MODEL,
+    SIM_LOCK,
     SIM_EXPECT,
 } sim_step_kind_t;
 
@@ -119,6 +122,11 @@ typedef struct sim_expect {
     size_t n_jobs;
     sim_seg_exp_t *segs; /* owned */
     size_t n_segs;
+    /* server: the simulated server's role and the store's fencing epoch */
+    bool has_master;
+    bool master;
+    bool has_epoch;
+    int64_t epoch;
 } sim_expect_t;
 
 typedef struct sim_step {
@@ -146,6 +154,8 @@ typedef struct sim_step {
     ql_auto_build_t auto_build;
     bool set_status;
     ql_model_status_t status;
+    /* LOCK: the other server that takes the job engine lock; "" releases it */
+    char holder[SIM_HOLDER_MAX + 1];
     /* EXPECT */
     sim_expect_t expect;
 } sim_step_t;
@@ -167,6 +177,9 @@ struct ql_sim_scenario {
     size_t n_models;
     sim_step_t *steps; /* owned */
     size_t n_steps;
+    /* The other server holding the job engine lock when the simulation starts, "" for none
+     * (the top-level `lock:`). */
+    char lock_holder[SIM_HOLDER_MAX + 1];
 };
 
 /* Parses one item of `steps:` (node borrowed) against sc's models and time zone into out
@@ -195,6 +208,20 @@ int sim_resolve_model(const ql_sim_scenario_t *sc, const ql_yaml_node_t *map, si
 /* A stored auto_segment_build written as is (null: absent). */
 int sim_parse_auto_build(const ql_yaml_node_t *node, ql_auto_build_t *out, ql_err_t *err);
 
+/* Parses a `lock:` value (a step's or the top-level one): `{take: NAME}` sets holder to NAME,
+ * `release` (steps only: allow_release) sets it to "" (sim_steps.c). */
+int sim_parse_lock(const ql_yaml_node_t *v, bool allow_release, char *holder, size_t cap,
+                   ql_err_t *err);
+
+/* The simulation's job engine lock (sim_lock.c), shared by the simulated server and the other
+ * servers of `lock:` steps. store is borrowed and must outlive it; free with ql_lock_free. */
+int sim_lock_new(ql_store_t *store, ql_lock_t **out);
+/* Another server (other, copied) takes the lock, raising the store's fencing epoch; QL_EINVAL
+ * when another server already holds it. */
+int sim_lock_take(ql_lock_t *lock, const char *other, ql_err_t *err);
+/* The other server releases the lock; QL_EINVAL when none holds it. */
+int sim_lock_release(ql_lock_t *lock, ql_err_t *err);
+
 /* Writes the scenario's set-up into sim's fresh store in one transaction (sim_setup.c). */
 int sim_setup(ql_sim_t *sim, ql_err_t *err);
 /* Formats an instant as the file's "YYYY-MM-DD HH:mm:ss" with its UTC offset. */
@@ -206,12 +233,13 @@ struct ql_sim {
     const ql_sim_scenario_t *sc; /* borrowed */
     ql_sim_opts_t opts;
     char dir[4096]; /* the temporary data directory */
+    /* The disk and the lock outlive the server: a restart is a new node on them. */
     ql_store_t *store;
-    ql_writer_t *writer;
+    ql_lock_t *lock;
     ql_clock_t *clock;
     ql_log_t log;
-    ql_sched_t *sched;
-    ql_dispatcher_t *disp;
+    ql_node_t *node;     /* the simulated server, on the virtual clock with an inline writer */
+    ql_writer_t *writer; /* the node's, kept here for the steps that write */
     int64_t interval_ms;
     const char *server_tz; /* borrowed from the scenario's config */
     int64_t fail_left;     /* submissions still to fail (fail_submissions) */
@@ -226,6 +254,9 @@ struct ql_sim {
     ql_submit_cache_t *norm;
 };
 
+/* The simulated server's scheduler and dispatcher while it is the master, else NULL. */
+ql_sched_t *sim_sched(ql_sim_t *sim);
+ql_dispatcher_t *sim_dispatcher(ql_sim_t *sim);
 /* Checks one expect: step (sim_expect.c). Fills res on a failure. */
 int sim_check_expect(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res);
 /* INC_BUILD jobs submitted by System in the store, over every model of the scenario. */

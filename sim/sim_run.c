@@ -1,7 +1,8 @@
 /*
- * Running a scenario: the temporary store, the engine (writer, scheduler, dispatcher) on the
- * virtual clock, and every step but expect: (sim_expect.c); the set-up is in sim_setup.c. See
- * ql_sim.h for the design and docs/simulation.md for the user's view.
+ * Running a scenario: the temporary store, the simulated server (the node, server/ql_node.h, on
+ * the virtual clock with an inline writer, its scans driven from here) and every step but
+ * expect: (sim_expect.c); the set-up is in sim_setup.c. See ql_sim.h for the design and
+ * docs/simulation.md for the user's view.
  *
  * Invariant between steps: the writer's queue is empty. Every step that queues a mutation
  * flushes it before it returns (the scheduler's own mutations are flushed by its zero-delay
@@ -9,6 +10,7 @@
  * and `scan` never commits scheduler work by accident.
  */
 #include "scheduler/ql_submit.h"
+#include "server/ql_node.h"
 #include "sim_int.h"
 
 #include <errno.h>
@@ -134,11 +136,10 @@ static void on_decision_cb(void *arg, const ql_decision_t *d) {
         sim->opts.on_decision(sim->opts.hook_arg, sim, d);
 }
 
+/* The node has kicked its scheduler already: it runs again at this instant, after the scan (a
+ * no-op outside run:, where it does not fetch). */
 static void on_submitted_cb(void *arg, const ql_id_t *job) {
-    ql_sim_t *sim = arg;
-    sim_note_created(sim, job);
-    /* The scheduler runs again at this instant, after the scan (a no-op outside run:). */
-    ql_sched_kick(sim->sched);
+    sim_note_created(arg, job);
 }
 
 static int submit_fault_cb(void *arg) {
@@ -149,7 +150,15 @@ static int submit_fault_cb(void *arg) {
     return 1;
 }
 
-/* ---- the engine ---- */
+/* ---- the engine: the server ---- */
+
+ql_sched_t *sim_sched(ql_sim_t *sim) {
+    return sim->node && ql_node_is_master(sim->node) ? ql_node_sched(sim->node) : NULL;
+}
+
+ql_dispatcher_t *sim_dispatcher(ql_sim_t *sim) {
+    return sim->node && ql_node_is_master(sim->node) ? ql_node_dispatcher(sim->node) : NULL;
+}
 
 static void fill_dispatcher_opts(const ql_sim_t *sim, ql_dispatcher_opts_t *o) {
     memset(o, 0, sizeof *o);
@@ -158,58 +167,44 @@ static void fill_dispatcher_opts(const ql_sim_t *sim, ql_dispatcher_opts_t *o) {
     o->clock = sim->clock;
     o->log = (ql_log_t *)&sim->log;
     o->templates = sim->sc->templates;
-    o->interval_ms = sim->interval_ms;
-    o->server_timezone = sim->server_tz;
     o->manual_flush = true;
+    ql_node_engine_opts(sim->sc->cfg, NULL, o);
 }
 
+/* The server starts on the simulation's store, lock and clock. It schedules at once when it
+ * takes the lock (after recovery), but fetches only during run: steps (do_run), as it always
+ * has in the simulator: between steps no time passes, and a fetch then would only move the
+ * first fetch of the next run. */
 static int engine_start(ql_sim_t *sim, ql_err_t *err) {
-    const ql_config_t *cfg = sim->sc->cfg;
-    ql_writer_opts_t wo = {.manual = true};
-    int rc = ql_writer_new(sim->store, &wo, &sim->writer);
-    if (rc)
-        return ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
-    char logs[sizeof sim->dir + 8];
-    snprintf(logs, sizeof logs, "%s/logs", sim->dir);
-    ql_sched_opts_t so = {
-        .store = sim->store,
-        .writer = sim->writer,
-        .clock = sim->clock,
+    ql_node_opts_t no = {
+        .config = sim->sc->cfg,
         .log = &sim->log,
+        .clock = sim->clock,
+        .store = sim->store,
+        .lock = sim->lock,
         .templates = sim->sc->templates,
-        .max_concurrent_jobs = (int)ql_config_get_int(cfg, "kylin.job.max-concurrent-jobs"),
-        .poll_interval_ms =
-            ql_config_get_int(cfg, "kylin.job.scheduler.poll-interval-second") * 1000,
-        .retry = (int)ql_config_get_int(cfg, "kylin.job.retry"),
-        .retry_interval_ms = ql_config_get_ms(cfg, "kylin.job.retry-interval"),
-        .output_max = (size_t)ql_config_get_size(cfg, "kylin.job.execute-output.max-size"),
-        .kill_grace_ms = ql_config_get_ms(cfg, "qilin.step.kill-grace-ms"),
-        .log_dir = logs,
-        .default_timezone = sim->server_tz,
-        .virtual_steps = true,
-        .allow_shell = sim->opts.allow_shell,
+        .writer = QL_NODE_WRITER_INLINE,
+        .driver_scans = true,
+        .hooks = {.on_submitted = on_submitted_cb,
+                  .on_decision = on_decision_cb,
+                  .submit_fault = submit_fault_cb,
+                  .arg = sim},
     };
-    if ((rc = ql_sched_new(&so, &sim->sched)))
-        return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
-    ql_dispatcher_opts_t dopt;
-    fill_dispatcher_opts(sim, &dopt);
-    dopt.on_submitted = on_submitted_cb;
-    dopt.submit_fault = submit_fault_cb;
-    dopt.hook_arg = sim;
-    dopt.on_decision = on_decision_cb;
-    dopt.decision_arg = sim;
-    if ((rc = ql_dispatcher_new(&dopt, &sim->disp)))
-        return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
+    int rc = ql_node_start(&no, &sim->node, err);
+    if (rc)
+        return rc;
+    sim->writer = ql_node_writer(sim->node);
+    ql_sched_t *s = sim_sched(sim);
+    if (s)
+        ql_sched_pause_fetching(s);
     return 0;
 }
 
 /* The process dies: everything in memory goes, nothing more is written. */
 static void engine_stop(ql_sim_t *sim) {
-    ql_dispatcher_free(sim->disp);
-    sim->disp = NULL;
-    ql_sched_free(sim->sched);
-    sim->sched = NULL;
-    ql_writer_free(sim->writer);
+    if (sim->node)
+        ql_node_abort(sim->node, NULL, NULL);
+    sim->node = NULL;
     sim->writer = NULL;
 }
 
@@ -267,9 +262,11 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
                         strerror(errno));
         sim->dir[0] = '\0';
     }
-    sim->interval_ms =
-        ql_config_get_ms(sc->cfg, "kylin.model.auto-segment-build.dispatcher-interval-ms");
-    sim->server_tz = ql_config_get_str(sc->cfg, "kylin.web.timezone");
+    /* The scan interval of run: and the server's zone of build:, as the server maps them. */
+    ql_dispatcher_opts_t eo = {0};
+    ql_node_engine_opts(sc->cfg, NULL, &eo);
+    sim->interval_ms = eo.interval_ms;
+    sim->server_tz = eo.server_timezone;
     if (!rc && (rc = ql_clock_virtual_new(sc->start, &sim->clock)))
         ql_err_set(&err, rc, "cannot create the clock: %s", ql_strerror(rc));
     if (!rc && (rc = ql_submit_cache_new(0, &sim->norm)))
@@ -282,10 +279,16 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
         ql_store_opts_t so = {.path = sim->dir, .map_size = 256ull << 20, .id_seed = SIM_ID_SEED};
         rc = ql_store_open(&so, &sim->store, &err);
     }
-    if (!rc)
-        rc = sim_setup(sim, &err);
+    if (!rc && (rc = sim_lock_new(sim->store, &sim->lock)))
+        ql_err_set(&err, rc, "out of memory");
+    if (!rc && sc->lock_holder[0])
+        rc = sim_lock_take(sim->lock, sc->lock_holder, &err);
+    /* The server is up when the simulation begins, and the set-up is the store at that moment:
+     * written after the server's start, so its startup recovery does not see it. */
     if (!rc)
         rc = engine_start(sim, &err);
+    if (!rc)
+        rc = sim_setup(sim, &err);
     if (rc) {
         snprintf(res->msg, sizeof res->msg, "%s: set-up: %s", sc->file,
                  err.msg[0] ? err.msg : ql_strerror(rc));
@@ -301,6 +304,7 @@ void ql_sim_free(ql_sim_t *sim) {
     if (!sim)
         return;
     engine_stop(sim);
+    ql_lock_free(sim->lock);
     ql_store_close(sim->store);
     ql_clock_free(sim->clock);
     ql_submit_cache_free(sim->norm);
@@ -322,7 +326,8 @@ static void scan_now(ql_sim_t *sim) {
     if (sim->opts.before_scan)
         sim->opts.before_scan(sim->opts.hook_arg, sim);
     sim->scan_ended = false;
-    if (ql_dispatcher_scan(sim->disp, scan_done_cb, sim) == 0)
+    ql_dispatcher_t *disp = sim_dispatcher(sim); /* none on a standby or a query server */
+    if (disp && ql_dispatcher_scan(disp, scan_done_cb, sim) == 0)
         /* The dispatcher flushes its own submissions (manual_flush); anything still queued
          * would be an answer it waits for. */
         while (!sim->scan_ended && ql_writer_flush(sim->writer) > 0)
@@ -342,7 +347,9 @@ static void do_run(ql_sim_t *sim, int64_t duration) {
     ql_clock_t *c = sim->clock;
     int64_t end = ql_clock_mono_ms(c) + duration;
     int64_t next_scan = ql_clock_mono_ms(c);
-    ql_sched_start(sim->sched);
+    ql_sched_t *s = sim_sched(sim); /* a standby that takes over during the run starts its own */
+    if (s)
+        ql_sched_start(s);
     while (next_scan < end) {
         ql_vclock_run_for(c, next_scan - ql_clock_mono_ms(c), true);
         scan_now(sim);
@@ -350,15 +357,14 @@ static void do_run(ql_sim_t *sim, int64_t duration) {
         next_scan = ql_clock_mono_ms(c) + sim->interval_ms;
     }
     ql_vclock_run_for(c, end - ql_clock_mono_ms(c), false);
-    ql_sched_pause_fetching(sim->sched);
+    if ((s = sim_sched(sim)))
+        ql_sched_pause_fetching(s);
 }
 
 static void do_restart(ql_sim_t *sim, ql_sim_result_t *res) {
     engine_stop(sim);
     ql_err_t err = {0};
-    int rc = engine_start(sim, &err);
-    if (!rc)
-        rc = ql_sched_recover(sim->sched, NULL, &err);
+    int rc = engine_start(sim, &err); /* recovery included, when the server takes the lock */
     if (rc) {
         sim_res_append(res, "restart: %s", err.msg[0] ? err.msg : ql_strerror(rc));
         res->status = QL_SIM_INVALID;
@@ -500,6 +506,18 @@ static int finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     return ql_job_force_finish(txn, &f->id, f->outcome, f->warned, f->now, err);
 }
 
+typedef struct {
+    ql_id_t id;
+    ql_action_t action;
+    int64_t now;
+} action_t;
+
+static int action_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    action_t *x = arg;
+    ql_state_t was;
+    return ql_job_apply_action(txn, &x->id, x->action, x->now, &was, err);
+}
+
 static void do_job(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) {
     char range[128];
     fmt_range(sim, st->start, st->end, range, sizeof range);
@@ -528,11 +546,16 @@ static void do_job(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) {
     char id[QL_ID_STR_LEN + 1];
     ql_id_format(&p.id, id);
     answer_t a = {0};
+    ql_sched_t *sched = sim_sched(sim);
     if (st->is_finish) {
         finish_t f = {p.id, st->finish, st->warned, ql_clock_now_ms(sim->clock)};
         a.status = ql_writer_call(sim->writer, finish_fn, &f, &a.err);
-    } else if ((a.status = ql_sched_action(sim->sched, &p.id, st->action, action_done_cb, &a)) ==
-               0) {
+    } else if (!sched) {
+        /* No scheduler here (a standby, a query server): straight to the store, as the API
+         * of such a server applies an action; the master notices the job moved. */
+        action_t x = {p.id, st->action, ql_clock_now_ms(sim->clock)};
+        a.status = ql_writer_call(sim->writer, action_fn, &x, &a.err);
+    } else if ((a.status = ql_sched_action(sched, &p.id, st->action, action_done_cb, &a)) == 0) {
         while (!a.answered && ql_writer_flush(sim->writer) > 0)
             ;
     }
@@ -627,6 +650,16 @@ static int exec_step(ql_sim_t *sim, const sim_step_t *st, size_t number, ql_sim_
         }
         break;
     }
+    case SIM_LOCK: {
+        ql_err_t err = {0};
+        int rc = st->holder[0] ? sim_lock_take(sim->lock, st->holder, &err)
+                               : sim_lock_release(sim->lock, &err);
+        if (rc) {
+            sim_res_append(res, "%s", err.msg);
+            res->status = QL_SIM_FAIL;
+        }
+        break;
+    }
     case SIM_EXPECT:
         res->status = sim_check_expect(sim, st, res);
         break;
@@ -714,11 +747,11 @@ ql_writer_t *ql_sim_writer(ql_sim_t *sim) {
 }
 
 ql_sched_t *ql_sim_sched(ql_sim_t *sim) {
-    return sim->sched;
+    return sim_sched(sim);
 }
 
 ql_dispatcher_t *ql_sim_dispatcher(ql_sim_t *sim) {
-    return sim->disp;
+    return sim_dispatcher(sim);
 }
 
 const ql_templates_t *ql_sim_templates(const ql_sim_t *sim) {

@@ -524,7 +524,7 @@ static int parse_templates(ql_sim_scenario_t *sc, const ql_yaml_node_t *root, ql
 
 static int load_root(ql_sim_scenario_t *sc, const ql_yaml_node_t *root, ql_err_t *err) {
     static const char *const keys[] = {"name",          "timezone", "start", "config", "templates",
-                                       "template_sets", "projects", "steps", NULL};
+                                       "template_sets", "projects", "lock",  "steps",  NULL};
     int rc = ql_yaml_expect(root, QL_YAML_MAPPING, "the scenario", err);
     if (rc || (rc = ql_yaml_check_keys(root, keys, err)))
         return rc;
@@ -548,6 +548,9 @@ static int load_root(ql_sim_scenario_t *sc, const ql_yaml_node_t *root, ql_err_t
     if ((rc = parse_templates(sc, root, err)))
         return rc;
     if ((v = ql_yaml_map_find(root, "projects")) && (rc = parse_projects(sc, v, err)))
+        return rc;
+    if ((v = ql_yaml_map_find(root, "lock")) &&
+        (rc = sim_parse_lock(v, false, sc->lock_holder, sizeof sc->lock_holder, err)))
         return rc;
     v = ql_yaml_map_find(root, "steps");
     if (!v)

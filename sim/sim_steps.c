@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const step_names[] = {"scan",    "advance",          "run",   "set_time",
-                                         "restart", "fail_submissions", "build", "job",
-                                         "set",     "expect",           NULL};
+static const char *const step_names[] = {
+    "scan",  "advance", "run", "set_time", "restart", "fail_submissions",
+    "build", "job",     "set", "lock",     "expect",  NULL};
 
 void sim_step_clear(sim_step_t *s) {
     sim_expect_clear(&s->expect);
@@ -161,6 +161,30 @@ static int parse_set(const ql_sim_scenario_t *sc, const ql_yaml_node_t *v, sim_s
     return 0;
 }
 
+int sim_parse_lock(const ql_yaml_node_t *v, bool allow_release, char *holder, size_t cap,
+                   ql_err_t *err) {
+    static const char *const keys[] = {"take", NULL};
+    if (allow_release && v->kind == QL_YAML_SCALAR && !ql_yaml_is_null(v) &&
+        strcmp(v->str, "release") == 0) {
+        holder[0] = '\0';
+        return 0;
+    }
+    if (v->kind != QL_YAML_MAPPING)
+        return ql_yaml_errorf(err, v,
+                              allow_release ? "lock: expected {take: NAME} or release"
+                                            : "lock: expected {take: NAME} (the other server "
+                                              "that holds the job engine lock at the start)");
+    int rc = ql_yaml_check_keys(v, keys, err);
+    const char *name;
+    if (rc || (rc = ql_yaml_get_str(v, "take", QL_YAML_REQUIRED, &name, err)))
+        return rc;
+    if (!name[0] || strlen(name) >= cap)
+        return ql_yaml_errorf(err, v, "lock: take: the server's name must have 1 to %zu characters",
+                              cap - 1);
+    snprintf(holder, cap, "%s", name);
+    return 0;
+}
+
 int sim_parse_step(const ql_sim_scenario_t *sc, const ql_yaml_node_t *node, sim_step_t *st,
                    ql_err_t *err) {
     memset(st, 0, sizeof *st);
@@ -214,6 +238,9 @@ int sim_parse_step(const ql_sim_scenario_t *sc, const ql_yaml_node_t *node, sim_
         rc = parse_job(sc, v, st, err);
     } else if (!strcmp(word, "set")) {
         rc = parse_set(sc, v, st, err);
+    } else if (!strcmp(word, "lock")) {
+        st->kind = SIM_LOCK;
+        rc = sim_parse_lock(v, true, st->holder, sizeof st->holder, err);
     } else if (!strcmp(word, "expect")) {
         st->kind = SIM_EXPECT;
         rc = sim_parse_expect(sc, v, &st->expect, err);

@@ -412,6 +412,10 @@ bool ql_writer_pending(ql_writer_t *w) {
     return pending;
 }
 
+bool ql_writer_is_manual(const ql_writer_t *w) {
+    return w->opts.manual;
+}
+
 void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out) {
     pthread_mutex_lock(&w->lock);
     *out = w->stats;

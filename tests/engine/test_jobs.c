@@ -838,7 +838,6 @@ static void vworld_start(void) {
         .templates = templates,
         .max_concurrent_jobs = 4,
         .poll_interval_ms = 1000,
-        .virtual_steps = true,
         .on_job_end = on_job_end,
         .hook_arg = &vw,
     };

@@ -63,6 +63,10 @@ static void check_scenario(const ql_sim_scenario_t *sc) {
             if (st->project >= sc->n_projects)
                 __builtin_trap();
             break;
+        case SIM_LOCK: /* a taking names its server; "" is release */
+            if (memchr(st->holder, '\0', sizeof st->holder) == NULL)
+                __builtin_trap();
+            break;
         case SIM_EXPECT:
             check_expect(sc, &st->expect);
             break;

@@ -1006,7 +1006,6 @@ static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *ex
     o.templates = v->tpl;
     o.max_concurrent_jobs = 10;
     o.poll_interval_ms = 30000;
-    o.virtual_steps = true;
     cr_assert_eq(ql_sched_new(&o, &v->sched), 0);
 }
 

@@ -114,8 +114,7 @@ static void open_world(const char *tpl, int retry, int64_t retry_interval_ms) {
                          .max_concurrent_jobs = 1,
                          .retry = retry,
                          .retry_interval_ms = retry_interval_ms,
-                         .poll_interval_ms = 30000,
-                         .virtual_steps = true};
+                         .poll_interval_ms = 30000};
     cr_assert_eq(ql_sched_new(&o, &w.sched), 0);
 }
 

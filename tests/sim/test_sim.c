@@ -598,3 +598,61 @@ Test(sim, log_lines_carry_virtual_time) {
     free(buf);
     ql_sim_scenario_free(sc);
 }
+
+/* ---- the server: the lock and the server expectation (docs/simulation.md, The server) ---- */
+
+Test(sim, lock_and_server_keys_are_checked_at_load_time) {
+    expect_load_error(BASE "steps:\n  - lock: {take: db2, give: x}\n", "give");
+    expect_load_error(BASE "steps:\n  - lock: grab\n", "lock: expected {take: NAME} or release");
+    expect_load_error(BASE "steps:\n  - lock: {take: \"\"}\n", "the server's name must have");
+    /* At the top level there is nothing to release: only {take: NAME}. */
+    expect_load_error(BASE "lock: release\nsteps: []\n", "lock: expected {take: NAME}");
+    expect_load_error(BASE "steps:\n  - expect: {server: {}}\n", "server: nothing to check");
+    expect_load_error(BASE "steps:\n  - expect: {server: {master: maybe}}\n", "master");
+    expect_load_error(BASE "steps:\n  - expect: {server: {epoch: -1}}\n", "epoch");
+    cr_expect_str_eq(load_error(BASE "lock: {take: db2}\nsteps:\n  - lock: release\n"), "");
+}
+
+/* A lock step that does not fit the lock's state fails the run; the server expectation says
+ * what it found. */
+Test(sim, lock_steps_and_server_expectations_fail_with_what_was_found) {
+    ql_sim_scenario_t *sc = load(BASE "steps: []\n");
+    ql_sim_t *sim;
+    ql_sim_result_t res;
+    cr_assert_eq(ql_sim_new(sc, NULL, &sim, &res), QL_SIM_PASS, "%s", res.msg);
+    cr_expect_eq(exec(sim, "lock: release", &res), QL_SIM_FAIL);
+    cr_expect(strstr(res.msg, "no other server holds the job engine lock") != NULL, "%s", res.msg);
+    cr_expect_eq(exec(sim, "expect: {server: {master: true, epoch: 1}}", &res), QL_SIM_PASS, "%s",
+                 res.msg);
+    cr_expect_eq(exec(sim, "lock: {take: db2}", &res), QL_SIM_PASS, "%s", res.msg);
+    cr_expect_eq(exec(sim, "lock: {take: db3}", &res), QL_SIM_FAIL);
+    cr_expect(strstr(res.msg, "server 'db2' already holds the job engine lock") != NULL, "%s",
+              res.msg);
+    /* Not told yet: still the master, with the epoch moved. */
+    cr_expect_eq(exec(sim, "expect: {server: {master: false, epoch: 1}}", &res), QL_SIM_FAIL);
+    cr_expect(strstr(res.msg, "expected the fencing epoch 1, found 2") != NULL, "%s", res.msg);
+    cr_expect(strstr(res.msg, "expected not the master, found the master") != NULL, "%s", res.msg);
+    /* Its check of the epoch, a second after its start, demotes it; the scheduler and the
+     * dispatcher are gone, and a cycle expectation says why there is no decision. A second
+     * later it tries the lock again and learns who holds it. */
+    cr_expect_eq(exec(sim, "run: 3s", &res), QL_SIM_PASS, "%s", res.msg);
+    cr_expect_null(ql_sim_sched(sim));
+    cr_expect_null(ql_sim_dispatcher(sim));
+    cr_expect_eq(exec(sim, "expect: {server: {master: true}}", &res), QL_SIM_FAIL);
+    cr_expect(strstr(res.msg, "the job engine lock is held by server 'db2'") != NULL, "%s",
+              res.msg);
+    cr_expect_eq(exec(sim, "expect: {cycles: [{model: m1}]}", &res), QL_SIM_FAIL);
+    cr_expect(strstr(res.msg, "the server is not the master") != NULL, "%s", res.msg);
+    /* A restart while db2 holds the lock starts a standby. */
+    cr_expect_eq(exec(sim, "restart", &res), QL_SIM_PASS, "%s", res.msg);
+    cr_expect_eq(exec(sim, "expect: {server: {master: false, epoch: 2}}", &res), QL_SIM_PASS, "%s",
+                 res.msg);
+    cr_expect_eq(exec(sim, "lock: release", &res), QL_SIM_PASS, "%s", res.msg);
+    /* Its first try after the restart takes the lock; the scan 30 s into the run submits. */
+    cr_expect_eq(exec(sim, "run: 1m", &res), QL_SIM_PASS, "%s", res.msg);
+    cr_expect_eq(exec(sim, "expect: {server: {master: true, epoch: 3}, submitted: 1}", &res),
+                 QL_SIM_PASS, "%s", res.msg);
+    cr_expect_not_null(ql_sim_sched(sim));
+    ql_sim_free(sim);
+    ql_sim_scenario_free(sc);
+}

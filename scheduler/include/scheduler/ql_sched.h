@@ -4,9 +4,13 @@
  *
  * DESIGN.
  * - Threads: everything here runs on the loop thread of its clock (the libuv loop for the real
- *   clock; the simulator's thread for the virtual one). Store changes go through the writer;
- *   their answers arrive on the same thread (ql_writer_complete in a server, ql_writer_flush in
- *   the simulator, which the scheduler arms itself through a zero-delay timer).
+ *   clock; the driver's thread for the virtual one). Store changes go through the writer; their
+ *   answers arrive on the same thread (ql_writer_complete with a threaded writer; with a manual
+ *   writer the scheduler flushes what it queued itself, at the next turn of its clock, through
+ *   a zero-delay timer).
+ * - The clock decides how a step runs: on the real clock a shell step is a process and a sleep
+ *   a timer; on a virtual clock every step takes its simulated duration
+ *   (ql_stepdef_sim_duration) of virtual time and no process is started.
  * - The fetcher runs every poll interval and at once (coalesced) whenever a job is submitted,
  *   resumed or finishes. It reads READY jobs in (priority, create time) order from the index and
  *   picks as many as the runner pool has room for, globally and per project.
@@ -52,8 +56,6 @@ typedef struct ql_sched_opts {
     const char *exec_helper;         /* path of qilin-exec */
     const char *log_dir;             /* step logs: <log_dir>/<job>/<step>.log */
     const char *default_timezone;    /* kylin.web.timezone of the server, NULL: UTC */
-    bool virtual_steps;              /* simulator: steps take their sim_duration */
-    bool allow_shell;                /* simulator: shell steps may "run" (they succeed) */
     uint64_t fence; /* fencing token: written into every job it moves, and every change it makes
                      * is refused (QL_EFENCED) once the store's epoch moved past it; 0: none */
     /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */

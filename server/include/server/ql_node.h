@@ -1,18 +1,32 @@
 /*
- * A job server's engine on a libuv loop: the store, the writer thread, the real clock, the job
- * templates, and, when the server's mode runs jobs and it holds the job engine lock, the
- * scheduler and the dispatcher. qilind wraps one with the REST API; tests and benchmarks use
- * one directly.
+ * A job server's engine on a clock: the store, the writer, the job templates, and, when the
+ * server's mode runs jobs and it holds the job engine lock, the scheduler and the dispatcher.
+ * qilind wraps one with the REST API on the real clock; the simulator (docs/simulation.md) runs
+ * one on a virtual clock with an inline writer; tests and benchmarks use one directly.
  *
  * DESIGN.
- * - Threads: everything but the writer runs on the loop thread. The writer's answers reach the
- *   loop through a uv_async_t (coalescing: one wake-up drains every ready answer).
+ * - Threads: everything but a threaded writer runs on the clock's thread (the loop thread of the
+ *   real clock, the driver's thread for a virtual one). A threaded writer's answers reach the
+ *   loop through a uv_async_t (coalescing: one wake-up drains every ready answer). An inline
+ *   writer commits on the clock's thread only, when it is flushed: by the scheduler at the next
+ *   turn of the clock after it queued something, by the dispatcher at the end of a scan's
+ *   submissions, by the driver (ql_writer_call flushes; ql_writer_flush). On a virtual clock
+ *   the node is then deterministic: the same driver steps give the same commits in the same
+ *   order.
  * - Modes (docs/design/cluster.md): `query` only: no scheduler, no dispatcher, writes are refused
- * by the API; `all`/`job`: the node tries the job engine lock at start and then every second while
- *   it is a standby, logging who holds it; it schedules (recovery first) once it holds it.
+ *   by the API; `all`/`job`: the node tries the job engine lock at start and then every second
+ *   (of its clock) while it is a standby, logging who holds it; it schedules (recovery first)
+ *   once it holds it. The master checks every second that it still holds it (the lock, and the
+ *   store's fencing epoch against its token), and at once when a write of its was refused by
+ *   fencing; when the holding is over it stops the scheduler and the dispatcher and goes back
+ *   to standby.
  * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps;
  *   with `wait`, for qilin.shutdown.grace-ms at most, then they are paused anyway), the writer
- *   drained, handles closed; then the done callback runs.
+ *   drained, handles closed; then the done callback runs. ql_node_abort is the process dying
+ *   instead: nothing more is written by the scheduler.
+ * - What the node borrows (a store, a clock, a lock, templates) outlives it: a store is the
+ *   disk and a lock is shared with other servers, so a driver can stop one node and start
+ *   another on them, as a restarted process would find them.
  */
 #ifndef QL_NODE_H
 #define QL_NODE_H
@@ -24,20 +38,61 @@
 
 typedef struct ql_node ql_node_t;
 
+typedef enum ql_node_writer_mode {
+    /* The writer thread commits (group commit); answers run on the loop (the default). */
+    QL_NODE_WRITER_THREAD = 0,
+    /* A manual writer: commits run on the clock's thread when it is flushed (see the DESIGN).
+     * For a virtual clock, where the driver decides when everything happens. */
+    QL_NODE_WRITER_INLINE,
+} ql_node_writer_mode_t;
+
+/* What a driver (the simulator, tests) hangs on the node's dispatcher. Each may be NULL; arg
+ * is passed to each. They run on the clock's thread and the node keeps them across the
+ * dispatchers it makes (every takeover makes a new one). */
+typedef struct ql_node_hooks {
+    /* Each job the dispatcher created (after the node kicked its scheduler). */
+    void (*on_submitted)(void *arg, const ql_id_t *job);
+    /* Each decision of each scan (borrowed for the call). */
+    void (*on_decision)(void *arg, const ql_decision_t *d);
+    /* Fault injection: nonzero fails this dispatcher submission as a transient error. */
+    int (*submit_fault)(void *arg);
+    void *arg;
+} ql_node_hooks_t;
+
 typedef struct ql_node_opts {
     const ql_config_t *config; /* borrowed; must outlive the node */
-    uv_loop_t *loop;           /* borrowed */
+    uv_loop_t *loop;           /* borrowed; NULL only with a given virtual clock and the inline
+                                  writer */
     ql_log_t *log;             /* borrowed, may be NULL */
     const char *exec_helper;   /* path of qilin-exec; NULL: next to the running executable */
     const char *config_dir;    /* relative template paths are resolved from here; NULL: cwd */
+    /* Borrowed, must outlive the node; NULL: the node makes its own. */
+    ql_clock_t *clock;               /* NULL: the real clock on loop */
+    ql_store_t *store;               /* NULL: qilin.storage.path, opened with its settings */
+    ql_lock_t *lock;                 /* NULL: the data directory's file lock (ql_lock_file_new);
+                                        the node releases what it holds when it stops or aborts */
+    const ql_templates_t *templates; /* NULL: loaded from qilin.jobs.templates */
+    ql_node_writer_mode_t writer;
+    /* The dispatcher's fixed-delay timer is not started: the driver runs every scan itself
+     * (ql_dispatcher_scan on ql_node_dispatcher). The simulator does, to put each scan after
+     * every timer due at its instant (docs/simulation.md, run:), which a timer of its own on
+     * the same clock could not guarantee. */
+    bool driver_scans;
+    ql_node_hooks_t hooks;
 } ql_node_opts_t;
 
-/* Opens the store and starts the engine. On failure *out is NULL and err says why (a bad
- * template file names file:line; a store of a newer version is refused). */
+/* Opens the store (unless given) and starts the engine. On failure *out is NULL and err says
+ * why (a bad template file names file:line; a store of a newer version is refused). */
 int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err);
 /* Graceful stop; done (may be NULL) runs on the loop when everything is closed and the node is
  * freed. */
 void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg);
+/* The process dies here: the dispatcher and the scheduler are freed at once (running step
+ * processes are stopped, steps in flight are forgotten and stay RUNNING in the store for the
+ * next master's recovery), the lock is released as a dead process's is, what the writer still
+ * has queued is applied, and the node is freed; done (may be NULL) runs then: before this
+ * returns on a virtual clock, once the loop has closed the node's handles on the real one. */
+void ql_node_abort(ql_node_t *n, void (*done)(void *arg), void *arg);
 
 ql_store_t *ql_node_store(ql_node_t *n);
 ql_writer_t *ql_node_writer(ql_node_t *n);
@@ -55,5 +110,15 @@ const char *ql_node_lock_holder(const ql_node_t *n);
 
 /* Tells the scheduler (if any) that a job may be ready: call after a submission or resume. */
 void ql_node_kick(ql_node_t *n);
+
+/* The scheduler's and the dispatcher's options that come from the server's configuration cfg
+ * (borrowed; the strings set point into it and are valid while it lives): the job limits, the
+ * fetcher's poll interval, retries, the output cap, the step kill grace, the dispatcher's
+ * interval and the server's time zone. The one place these keys become options: the node and
+ * whoever builds a scheduler or dispatcher that must decide like a server's use it. Every other
+ * field is left as it was (the store, writer, clock, templates, hooks and fencing are the
+ * caller's). Either out may be NULL. */
+void ql_node_engine_opts(const ql_config_t *cfg, ql_sched_opts_t *sched,
+                         ql_dispatcher_opts_t *disp);
 
 #endif

@@ -1,13 +1,18 @@
 /*
  * The simulation harness behind `qilin sim` (docs/design/scenarios.md, docs/simulation.md): a
- * scenario file replays the REAL scheduler, dispatcher, submission path and store on a virtual
- * clock, in a fresh temporary store, and checks expectations.
+ * scenario file runs the REAL server (the node of server/ql_node.h: its scheduler, dispatcher,
+ * job engine lock, fencing, server mode and store) on a virtual clock, in a fresh temporary
+ * store, driven by the scenario's steps, and checks expectations.
  *
  * DESIGN.
- * - Determinism: the store is opened with a fixed id seed, the writer runs in manual mode (every
- *   commit happens in the simulator's own thread, at a point the simulator chooses), every timer
- *   and every log line use the virtual clock, and nothing reads the real time. The same file
- *   gives the same ids, decisions and output on every run.
+ * - The server is a node started with the simulation's clock, store and lock, an inline writer
+ *   and driver_scans; the store (the disk) and the lock (shared with the other servers that
+ *   `lock:` steps name) belong to the simulation and outlive the node, so `restart` is one node
+ *   aborted and a new one started on them.
+ * - Determinism: the store is opened with a fixed id seed, the node's writer is inline (every
+ *   commit happens in the simulator's own thread, at a point the clock's order decides), every
+ *   timer and every log line use the virtual clock, and nothing reads the real time. The same
+ *   file gives the same ids, decisions and output on every run.
  * - Loading (ql_sim_scenario_load_*) is strict and complete before anything runs: unknown keys
  *   at any depth, bad times, unknown models, config keys the server's config table does not
  *   know, and template errors all fail with "file:line: reason" (exit 2 of `qilin sim`).
@@ -115,7 +120,9 @@ int ql_sim_run(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_re
 int ql_sim_run_file(const char *path, const ql_sim_opts_t *opts, ql_sim_result_t *res);
 
 /* ---- what a running simulation is made of (borrowed, valid until the next restart step for
- * the writer, scheduler and dispatcher, and until ql_sim_free for the rest) ---- */
+ * the writer, until the server stops being the master or the next restart step for the
+ * scheduler and dispatcher, which are NULL while it is not the master (a standby, a query
+ * server), and until ql_sim_free for the rest) ---- */
 
 ql_store_t *ql_sim_store(ql_sim_t *sim);
 ql_clock_t *ql_sim_clock(ql_sim_t *sim);

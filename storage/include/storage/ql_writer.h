@@ -84,6 +84,8 @@ void ql_writer_complete(ql_writer_t *w);
 size_t ql_writer_flush(ql_writer_t *w);
 /* Manual mode: whether anything is queued. */
 bool ql_writer_pending(ql_writer_t *w);
+/* Whether w runs in manual mode (its submitters then flush what they queue). */
+bool ql_writer_is_manual(const ql_writer_t *w);
 
 void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out);
 
