@@ -4,7 +4,6 @@
  */
 #include "sched_int.h"
 
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +21,6 @@ enum {
     P_STEP_ID,
     P_COUNT
 };
-
-/* A NUL-terminated copy of a msgpack string (its bytes are not NUL-terminated). */
-static char *str_copy(const msgpack_object *v) {
-    char *s = malloc(v->via.str.size + 1);
-    if (s) {
-        memcpy(s, v->via.str.ptr, v->via.str.size);
-        s[v->via.str.size] = '\0';
-    }
-    return s;
-}
 
 static const char *const param_names[P_COUNT] = {
     "QILIN_JOB_ID",          "QILIN_JOB_TYPE",      "QILIN_PROJECT",     "QILIN_MODEL",
@@ -102,66 +91,6 @@ static void build_params(run_t *r, params_t *p) {
         fmt = NULL;
     format_instant(tz, fmt, j->range_start, p->v[P_SEG_START_FMT], sizeof p->v[0]);
     format_instant(tz, fmt, j->range_end, p->v[P_SEG_END_FMT], sizeof p->v[0]);
-}
-
-/* A job's custom parameters (ad-hoc jobs, POST /jobs), stored with the job as a msgpack map of
- * string name -> string value (written by api/api_jobs.c, ql_api_params_encode). */
-typedef struct {
-    char *names[QL_TEMPLATE_MAX_PARAMS];
-    char *values[QL_TEMPLATE_MAX_PARAMS];
-    size_t n;
-} custom_params_t;
-
-static void custom_params_free(custom_params_t *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->names[i]);
-        free(c->values[i]);
-    }
-    c->n = 0;
-}
-
-static int decode_custom_params(const ql_job_t *j, custom_params_t *out, ql_err_t *err) {
-    memset(out, 0, sizeof *out);
-    if (!j->params || j->params_len == 0)
-        return 0;
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    int rc = 0;
-    if (ql_msgpack_check_counts(j->params, j->params_len) ||
-        msgpack_unpack_next(&u, j->params, j->params_len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_MAP || u.data.via.map.size > QL_TEMPLATE_MAX_PARAMS) {
-        rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
-        goto out;
-    }
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        const msgpack_object *k = &u.data.via.map.ptr[i].key, *v = &u.data.via.map.ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR) {
-            rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
-            goto out;
-        }
-        char *name = str_copy(k);
-        char *value = str_copy(v);
-        if (!name || !value) {
-            free(name);
-            free(value);
-            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
-            goto out;
-        }
-        out->names[out->n] = name;
-        out->values[out->n] = value;
-        out->n++;
-        if (strlen(name) != k->via.str.size || !ql_template_param_name_valid(name)) {
-            rc = ql_err_set(err, QL_ECORRUPT,
-                            "the job's stored parameter '%.64s' has an invalid name", name);
-            goto out;
-        }
-    }
-out:
-    msgpack_unpacked_destroy(&u);
-    if (rc)
-        custom_params_free(out);
-    return rc;
 }
 
 static void proc_closed(void *arg) {
@@ -262,14 +191,21 @@ static void pgid_done(void *arg, int status, const ql_err_t *err) {
 }
 
 /* A step's parameters: the QILIN_* ones, then the job's custom ones (ad-hoc jobs, stored with
- * the job), which reach the step as ${NAME} and as QILIN_PARAM_NAME (ql_template_expand_step
- * namespaces them). */
+ * the job, ql_job_params_decode), which reach the step as ${NAME} and as QILIN_PARAM_NAME
+ * (ql_template_expand_step namespaces them). */
 typedef struct {
     params_t p;
     ql_param_t list[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
     size_t n;
-    custom_params_t custom;
+    ql_kv_t *custom;
+    size_t n_custom;
 } step_params_t;
+
+static void step_params_clear(step_params_t *sp) {
+    ql_job_params_free(sp->custom, sp->n_custom);
+    sp->custom = NULL;
+    sp->n_custom = 0;
+}
 
 static int step_params_build(run_t *r, step_params_t *sp, ql_err_t *err) {
     build_params(r, &sp->p);
@@ -278,10 +214,11 @@ static int step_params_build(run_t *r, step_params_t *sp, ql_err_t *err) {
         sp->list[i].value = sp->p.v[i];
     }
     sp->n = P_COUNT;
-    int rc = decode_custom_params(&r->jobinfo, &sp->custom, err);
-    for (size_t i = 0; i < sp->custom.n; i++) {
-        sp->list[sp->n].name = sp->custom.names[i];
-        sp->list[sp->n].value = sp->custom.values[i];
+    int rc = ql_job_params_decode(r->jobinfo.params, r->jobinfo.params_len, &sp->custom,
+                                  &sp->n_custom, err);
+    for (size_t i = 0; i < sp->n_custom; i++) {
+        sp->list[sp->n].name = sp->custom[i].name;
+        sp->list[sp->n].value = sp->custom[i].value;
         sp->n++;
     }
     return rc;
@@ -294,7 +231,7 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
     ql_err_t err = {0};
     if (step_params_build(r, &sp, &err)) {
         snprintf(why, cap, "%s", err.msg);
-        custom_params_free(&sp.custom);
+        step_params_clear(&sp);
         return -1;
     }
     const char *value = "";
@@ -304,7 +241,7 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
         for (size_t i = 0; i < unmet->n_values && o < cap; i++)
             o += (size_t)snprintf(why + o, cap - o, "%s'%s'", i ? " or " : "", unmet->values[i]);
     }
-    custom_params_free(&sp.custom);
+    step_params_clear(&sp);
     return unmet != NULL;
 }
 
@@ -342,14 +279,14 @@ void ql_sched_spawn_shell(run_t *r) {
     }
     if (step_params_build(r, &sp, &err) ||
         ql_template_expand_step(&r->def, sp.list, sp.n, &ex, &err)) {
-        custom_params_free(&sp.custom);
+        step_params_clear(&sp);
         r->outcome = QL_ERROR;
         free(r->msg);
         r->msg = strdup(err.msg);
         ql_sched_step_completed(r);
         return;
     }
-    custom_params_free(&sp.custom);
+    step_params_clear(&sp);
     /* One more entry: the marker, last so that it wins over a template's variable of that
      * name (a step must not choose the token recovery finds it by). */
     ql_proc_env_t *env = calloc(ex.n_env + 1, sizeof *env);
