@@ -60,17 +60,16 @@ static void build_params(run_t *r, params_t *p) {
     snprintf(p->v[P_SEG_START], sizeof p->v[0], "%lld", (long long)j->range_start);
     snprintf(p->v[P_SEG_END], sizeof p->v[0], "%lld", (long long)j->range_end);
 
-    /* The formatted range needs the model's format and the project's zone. */
-    char zone_name[128] = "UTC", pattern[QL_FORMAT_MAX + 1] = "";
-    if (r->s->opts.default_timezone && r->s->opts.default_timezone[0])
-        snprintf(zone_name, sizeof zone_name, "%s", r->s->opts.default_timezone);
+    /* The formatted range needs the model's format and the project's zone, chosen as for
+     * submissions and the dispatcher (ql_submit_project_timezone). */
+    char zone_name[128], pattern[QL_FORMAT_MAX + 1] = "";
+    const char *server_tz = r->s->opts.default_timezone;
+    ql_submit_project_timezone(NULL, server_tz, zone_name, sizeof zone_name);
     ql_txn_t *txn;
     if (ql_txn_begin(r->s->opts.store, false, &txn) == 0) {
         ql_project_t pr;
         if (ql_project_get(txn, j->project, 0, &pr) == 0) {
-            const char *z = ql_strmap_get(&pr.config, "kylin.web.timezone");
-            if (z && z[0])
-                snprintf(zone_name, sizeof zone_name, "%s", z);
+            ql_submit_project_timezone(&pr, server_tz, zone_name, sizeof zone_name);
             ql_project_free(&pr);
         }
         ql_model_t m;
