@@ -330,6 +330,7 @@ static size_t project_slot(fetch_ctx_t *c, const char *name) {
     size_t i = c->n_proj++;
     proj_slot_t *sl = &c->slots[i];
     snprintf(sl->name, sizeof sl->name, "%s", name);
+    sl->held = false;
     sl->have_rec = ql_project_get(c->txn, name, 0, &sl->rec) == 0;
     /* The value lives in the record's map (its own memory): moving the slot does not move it. */
     c->proj[i] = (ql_pick_project_t){
