@@ -7,36 +7,10 @@
  */
 #include "api_int.h"
 
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    if (n == 0)
-        return 0;
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    int rc = msgpack_pack_map(&pk, n);
-    for (size_t i = 0; !rc && i < n; i++) {
-        size_t kl = strlen(params[i].name), vl = strlen(params[i].value);
-        rc = msgpack_pack_str_with_body(&pk, params[i].name, kl);
-        if (!rc)
-            rc = msgpack_pack_str_with_body(&pk, params[i].value, vl);
-    }
-    if (rc) {
-        msgpack_sbuffer_destroy(&sb);
-        return UV_ENOMEM;
-    }
-    *out = sb.data; /* malloc'd by the sbuffer: the caller frees it */
-    *len = sb.size;
-    return 0;
-}
 
 typedef struct adhoc_op {
     ql_api_op_t base;
@@ -194,7 +168,7 @@ static int prepare_adhoc(ql_api_t *api, ql_http_req_t *req, adhoc_op_t *op, ql_e
     }
     if (rc)
         return rc;
-    if (ql_api_params_encode(op->def.params, op->def.n_params, &op->params, &op->params_len))
+    if (ql_job_params_encode(op->def.params, op->def.n_params, &op->params, &op->params_len))
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     return 0;
 }

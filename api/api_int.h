@@ -337,10 +337,6 @@ int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_er
 int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                      ql_model_t *out, ql_err_t *err);
 
-/* ---- job parameters (stored with the job, read by scheduler/sched_shell.c) ------------
- * The encoding of ql_job_t.params: a msgpack map of string name -> string value. */
-int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *len);
-
 /* ---- route registration (one per resource file) ---------------------------------------- */
 
 int ql_api_routes_projects(ql_api_t *api);

@@ -17,9 +17,11 @@
  * and no step starts before its RUNNING state is durable.
  *
  * Files. This one keeps the run bookkeeping, the writer plumbing, fencing, batches and the
- * lifecycle; the pick and the fetcher are in sched_pick.c, running a step and its end in
- * sched_step.c, actions, jobs moved by another process and recovery in sched_actions.c, shell
- * steps in sched_shell.c and held step ends in sched_hold.c. They share sched_int.h.
+ * lifecycle; the pick and the fetcher are in sched_pick.c (the fetcher's decisions in the pure
+ * pick_policy.c), running a step and its end in sched_step.c, actions, jobs moved by another
+ * process and recovery in sched_actions.c and held step ends in sched_hold.c. They share
+ * sched_int.h. Shell steps (sched_shell.c) do not: they see only sched_shell.h, a try in and its
+ * end out through a callback, so that no call goes from them back into the files above.
  */
 #include "config/ql_config.h"
 #include "sched_int.h"
@@ -258,6 +260,11 @@ void ql_sched_submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
 
 /* ---- lifecycle ---- */
 
+/* The one call shell steps make into the scheduler besides their end (sched_shell.h). */
+static int shell_submit(void *arg, ql_write_fn fn, void *fn_arg, ql_write_done_cb done) {
+    return ql_sched_submit(arg, fn, fn_arg, done);
+}
+
 int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     *out = NULL;
     ql_sched_t *s = calloc(1, sizeof *s);
@@ -280,6 +287,11 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
         free(s);
         return UV_ENOMEM;
     }
+    s->shell_env = (ql_shell_env_t){.opts = &s->opts,
+                                    .zones = s->zones,
+                                    .formats = s->formats,
+                                    .submit = shell_submit,
+                                    .submit_arg = s};
     ql_timer_init(opts->clock, &s->poll_timer);
     ql_timer_init(opts->clock, &s->kick_timer);
     ql_timer_init(opts->clock, &s->flush_timer);
@@ -373,15 +385,14 @@ static void interrupt_done(void *arg, int status, const ql_err_t *err) {
 void ql_sched_interrupt_run(run_t *r) {
     ql_sched_t *s = r->s;
     r->parking = true;
-    if (r->proc && !r->stop_first) {
+    if (r->shell.proc && !r->stop_first) {
         r->stop_first = true;
-        r->swept_rc = 0;
         ql_sched_log_job(
             s, QL_LOG_INFO, r,
             "stopping the step before the job goes back to READY step=%02u reason=\"server "
             "shutting down%s\"",
             r->seq, s->grace_expired ? ": the step outlasted qilin.shutdown.grace-ms" : "");
-        ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+        ql_shell_stop(&r->shell, QL_PROC_STOP_SHUTDOWN, true);
         return;
     }
     r->now = ql_clock_now_ms(s->opts.clock);
@@ -501,8 +512,8 @@ void ql_sched_free(ql_sched_t *s) {
     ql_sched_flush_finishing(s);
     for (run_t *r = s->runs, *next; r; r = next) {
         next = r->next;
-        if (r->proc) {
-            ql_proc_stop(r->proc, QL_PROC_STOP_SHUTDOWN);
+        if (r->shell.proc) {
+            ql_shell_stop(&r->shell, QL_PROC_STOP_SHUTDOWN, false);
             continue;
         }
         /* A run waiting on its step or retry timer (what a restart of the simulator leaves):

@@ -35,8 +35,8 @@ void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason) {
     if (r->cancelled || r->phase == RUN_DONE)
         return;
     r->cancelled = true;
-    if (r->proc) {
-        ql_proc_stop(r->proc, reason);
+    if (r->shell.proc) {
+        ql_shell_stop(&r->shell, reason, false);
         return; /* the process's end drops the run */
     }
     if (r->phase == RUN_STEP || r->phase == RUN_WAITING) {

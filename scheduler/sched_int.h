@@ -1,8 +1,9 @@
-/* Scheduler internals shared by sched.c, sched_pick.c, sched_step.c, sched_actions.c,
- * sched_shell.c and sched_hold.c (not public). */
+/* Scheduler internals shared by sched.c, sched_pick.c, sched_step.c, sched_actions.c and
+ * sched_hold.c (not public). sched_shell.c sees none of this: only sched_shell.h. */
 #ifndef QL_SCHED_INT_H
 #define QL_SCHED_INT_H
 
+#include "sched_shell.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/ql_submit.h"
 
@@ -38,9 +39,9 @@ struct run {
     bool unstarted;   /* parked before its step started: the interrupt takes its try back */
     bool interrupted; /* written by interrupt_fn: it moved the job back to READY */
     /* shutdown stops the step's process before it puts the job back (see ql_sched_interrupt_run):
-     * the process's end submits the interrupt, unless its marker's sweep failed (swept_rc < 0) */
+     * the process's end submits the interrupt, unless its marker's sweep failed
+     * (shell.swept_rc < 0) */
     bool stop_first;
-    int swept_rc;
     int refs;    /* answers and close callbacks still to come */
     int64_t now; /* the time a mutation in flight writes */
     /* written by mutations (writer thread) while phase is PICKING or FINISHING */
@@ -71,7 +72,8 @@ struct run {
     char *msg;
     char *output;
     size_t output_len;
-    ql_proc_t *proc;
+    /* the try of a shell step (sched_shell.h): shell.proc is its process while it runs */
+    ql_shell_try_t shell;
     ql_timer_t timer;
     bool timer_init;
     run_t *next, *prev, *hnext;
@@ -118,6 +120,7 @@ struct ql_sched {
     /* zones and partition formats for shell steps' *_FMT variables, opened once (loop thread) */
     ql_tzcache_t *zones;
     ql_submit_cache_t *formats;
+    ql_shell_env_t shell_env; /* what shell steps read of s (sched_shell.h) */
 };
 
 /* One run's mutation in a batch (sched.c, "batches"): several runs' mutations in one. */
@@ -188,12 +191,6 @@ int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb d
 void ql_sched_step_completed(run_t *r);
 void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason);
 void ql_sched_check_stopped(ql_sched_t *s);
-/* Starts r's shell step as a process (sched_shell.c). */
-void ql_sched_spawn_shell(run_t *r);
-/* Whether the step r is about to run has a `when` its job's parameters do not meet: 1 (why,
- * cap bytes, says which condition), 0 when it runs, -1 when the parameters cannot be read
- * (why says so; the step fails). */
-int ql_sched_step_skipped(run_t *r, char *why, size_t cap);
 
 /* sched_hold.c. Every answer to a FINISHING run's mutation comes here first. When the write
  * failed because the store could not take it (ql_writer_store_error) and the scheduler is not

@@ -3,7 +3,7 @@
  * chooses the jobs to pick within the concurrency limits. Split from sched.c, whose opening
  * comment has the design; the state they share is in sched_int.h.
  */
-#include "config/ql_config.h"
+#include "pick_policy.h"
 #include "sched_int.h"
 #include "scheduler/ql_sched.h"
 
@@ -267,104 +267,146 @@ static void pick_done(void *arg, int status, const ql_err_t *err) {
 
 /* ---- the fetcher ---- */
 
-struct proj_slot {
+/*
+ * A fetcher pass walks the READY index in its order and hands what it finds to the pick policy
+ * (pick_policy.h): the policy decides, the walk reads the store and applies the plan. Job
+ * records are read to learn their project, one at a time, so the walk does not collect the whole
+ * index: it plans a chunk as soon as it holds as many candidates without a run as there is room
+ * (the most that can start), applies it, and goes on with the next chunk while room is left
+ * (the policy skipped some). The policy decides one candidate after another, each by the ones
+ * before it, so chunks decide what one plan over the index would.
+ */
+
+/* A project the pass met: its record, whose override the policy reads. */
+typedef struct {
     char name[QL_NAME_MAX + 1];
-    int running;
-    int limit; /* the project's own limit, 0: none (the server's), -1: unknown, hold its jobs */
-};
+    ql_project_t rec;
+    bool have_rec; /* a project that cannot be read has no limit of its own */
+    bool held;     /* the policy held one of its jobs for an invalid override (logged) */
+} proj_slot_t;
 
 typedef struct {
     ql_sched_t *s;
     ql_txn_t *txn;
-    int room;
-    int picked;
+    int room;           /* what the policy's room was when the chunk began */
     batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
     size_t n_batch;
-    /* per-project running counts and limits, for this pass: every project it meets */
-    struct proj_slot *proj;
-    int n_proj, cap_proj;
+    /* the chunk: candidates in index order, n_open of them without a run; cap holds room of
+     * them and every job that has a run */
+    ql_pick_cand_t *cands;
+    ql_pick_decision_t *plan;
+    size_t n_cands, n_open, cap;
+    /* every project the pass meets, and what the policy knows of each (parallel arrays) */
+    proj_slot_t *slots;
+    ql_pick_project_t *proj;
+    size_t n_proj, cap_proj;
 } fetch_ctx_t;
 
-/* The project's own kylin.job.max-concurrent-jobs (0: none), read by the configuration's typed
- * parser, with the server key's bounds and error text. A stored value that does not parse
- * (PUT /projects/{p}/config refuses one, but a store written by a build with other bounds, or
- * written directly, may hold one) gives -1: the limit the project meant is unknown, so its jobs
- * wait rather than run unlimited, and every pass logs why until a valid value is set. */
-static int project_limit(ql_sched_t *s, const ql_project_t *p) {
-    const char *v = ql_strmap_get(&p->config, "kylin.job.max-concurrent-jobs");
-    if (!v)
-        return 0;
-    int64_t limit;
-    ql_err_t err = {0};
-    if (ql_config_parse_int("kylin.job.max-concurrent-jobs", v, &limit, &err) == 0)
-        return (int)limit;
-    /* Passes run many times a second under load: say it once a minute, not on every pass. */
-    int64_t now = ql_clock_now_ms(s->opts.clock);
-    if (!s->bad_limit_logged_ms || now - s->bad_limit_logged_ms >= 60000) {
-        s->bad_limit_logged_ms = now;
-        ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
-               "project jobs held: its override is invalid (%s) project=%s", err.msg, p->name);
-    }
-    return -1;
+static ql_pick_limits_t pick_limits(const ql_sched_t *s) {
+    /* Runs whose job is ending run nothing any more: their slots may be taken now, so that the
+     * picks share a commit with those jobs' ends instead of waiting for it. */
+    return (ql_pick_limits_t){.max_concurrent_jobs = s->opts.max_concurrent_jobs,
+                              .running = (int)(s->n_runs - s->n_ending),
+                              .holding = ql_sched_holding(s)};
 }
 
-/* The project's slot, added on first sight; -1 only when out of memory. */
-static int project_slot(fetch_ctx_t *c, const char *name) {
-    for (int i = 0; i < c->n_proj; i++)
-        if (strcmp(c->proj[i].name, name) == 0)
+/* The project's index, added on first sight with its record and its running count; the number
+ * of projects (out of range: the policy holds the job) only when out of memory. */
+static size_t project_slot(fetch_ctx_t *c, const char *name) {
+    for (size_t i = 0; i < c->n_proj; i++)
+        if (strcmp(c->slots[i].name, name) == 0)
             return i;
     if (c->n_proj == c->cap_proj) {
-        int cap = c->cap_proj ? c->cap_proj * 2 : 16;
-        struct proj_slot *grown = realloc(c->proj, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        c->proj = grown;
+        size_t cap = c->cap_proj ? c->cap_proj * 2 : 16;
+        proj_slot_t *slots = realloc(c->slots, cap * sizeof *slots);
+        if (!slots)
+            return c->n_proj;
+        c->slots = slots;
+        ql_pick_project_t *proj = realloc(c->proj, cap * sizeof *proj);
+        if (!proj)
+            return c->n_proj;
+        c->proj = proj;
         c->cap_proj = cap;
     }
-    int i = c->n_proj++;
-    snprintf(c->proj[i].name, sizeof c->proj[i].name, "%s", name);
-    c->proj[i].running = 0;
-    c->proj[i].limit = 0;
-    ql_project_t p;
-    if (ql_project_get(c->txn, name, 0, &p) == 0) {
-        c->proj[i].limit = project_limit(c->s, &p);
-        ql_project_free(&p);
-    }
+    size_t i = c->n_proj++;
+    proj_slot_t *sl = &c->slots[i];
+    snprintf(sl->name, sizeof sl->name, "%s", name);
+    sl->held = false;
+    sl->have_rec = ql_project_get(c->txn, name, 0, &sl->rec) == 0;
+    /* The value lives in the record's map (its own memory): moving the slot does not move it. */
+    c->proj[i] = (ql_pick_project_t){
+        .limit =
+            sl->have_rec ? ql_strmap_get(&sl->rec.config, "kylin.job.max-concurrent-jobs") : NULL};
     for (run_t *r = c->s->runs; r; r = r->next)
         if (!r->ending && strcmp(r->project, name) == 0)
             c->proj[i].running++;
     return i;
 }
 
-static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
-    (void)priority;
-    (void)create_time;
-    fetch_ctx_t *c = arg;
+/* An invalid override holds its project's jobs, and the passes say why until a valid value is
+ * set: for each such project a pass meets, but passes run many times a second under load, so
+ * once a minute at most. */
+static void log_invalid_limit(fetch_ctx_t *c, size_t project) {
     ql_sched_t *s = c->s;
-    if (ql_sched_find_run(s, id))
-        return 0; /* in flight, or its previous try is still being stopped */
-    ql_job_t job;
-    if (ql_job_get(c->txn, id, 0, &job))
-        return 0;
-    int slot = project_slot(c, job.project);
-    /* Without a slot (out of memory) or with an invalid override the project's limit is
-     * unknown: wait for the next pass rather than risk going over it. */
-    bool full = slot < 0 || c->proj[slot].limit < 0 ||
-                (c->proj[slot].limit > 0 && c->proj[slot].running >= c->proj[slot].limit);
-    if (!full) {
-        run_t *r = ql_sched_run_new(s, id, job.project);
-        if (r) {
-            r->phase = RUN_PICKING;
-            r->now = ql_clock_now_ms(s->opts.clock);
-            r->refs++;
-            c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
-            c->room--;
-            c->picked++;
-            c->proj[slot].running++;
-        }
+    if (project >= c->n_proj || c->slots[project].held)
+        return; /* out of memory for its slot: held without a word, or said already */
+    c->slots[project].held = true;
+    int64_t now = ql_clock_now_ms(s->opts.clock);
+    if (s->bad_limit_logged_ms && now - s->bad_limit_logged_ms < 60000)
+        return;
+    int limit;
+    ql_err_t err = {0};
+    ql_pick_project_limit(c->proj[project].limit, &limit, &err);
+    s->bad_limit_logged_ms = now;
+    ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
+           "project jobs held: its override is invalid (%s) project=%s", err.msg,
+           c->slots[project].name);
+}
+
+/* Plans the chunk and applies it: a run and a pick mutation for every START. Returns the room
+ * left for the next chunk. */
+static int plan_chunk(fetch_ctx_t *c) {
+    ql_sched_t *s = c->s;
+    ql_pick_limits_t lim = pick_limits(s);
+    ql_pick_plan(&lim, c->proj, c->n_proj, c->cands, c->n_cands, c->plan);
+    for (size_t i = 0; i < c->n_cands; i++) {
+        const ql_pick_cand_t *cand = &c->cands[c->plan[i].cand];
+        if (c->plan[i].verdict == QL_PICK_LIMIT_INVALID)
+            log_invalid_limit(c, cand->project);
+        if (c->plan[i].verdict != QL_PICK_START)
+            continue;
+        run_t *r = ql_sched_run_new(s, &cand->id, c->slots[cand->project].name);
+        if (!r)
+            continue; /* out of memory: the job stays READY for a later pass */
+        r->phase = RUN_PICKING;
+        r->now = ql_clock_now_ms(s->opts.clock);
+        r->refs++;
+        c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
+        c->proj[cand->project].running++;
     }
-    ql_job_free(&job);
-    return c->room > 0 ? 0 : 1;
+    c->n_cands = c->n_open = 0;
+    lim = pick_limits(s);
+    return c->room = ql_pick_room(&lim);
+}
+
+static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    fetch_ctx_t *c = arg;
+    ql_pick_cand_t *cand = &c->cands[c->n_cands];
+    *cand = (ql_pick_cand_t){.id = *id, .priority = priority, .create_time = create_time};
+    /* In flight, or its previous try is still being stopped: the policy needs no project. */
+    cand->has_run = ql_sched_find_run(c->s, id) != NULL;
+    if (!cand->has_run) {
+        ql_job_t job;
+        if (ql_job_get(c->txn, id, 0, &job))
+            return 0; /* not a candidate: a later pass sees it again */
+        cand->project = project_slot(c, job.project);
+        ql_job_free(&job);
+        c->n_open++;
+    }
+    c->n_cands++;
+    if (c->n_open < (size_t)c->room)
+        return 0;
+    return plan_chunk(c) > 0 ? 0 : 1;
 }
 
 /*
@@ -372,12 +414,11 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
  * ents[*n..] (room for max_concurrent_jobs more entries), which the caller submits.
  */
 void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
-    /* Nothing new while step ends wait for the store (sched_hold.c). */
-    if (!s->fetching || s->stopping || ql_sched_holding(s))
+    if (!s->fetching || s->stopping)
         return;
-    /* Runs whose job is ending run nothing any more: their slots may be taken now, so that the
-     * picks share a commit with those jobs' ends instead of waiting for it. */
-    int room = s->opts.max_concurrent_jobs - (int)(s->n_runs - s->n_ending);
+    /* Nothing new while step ends wait for the store (sched_hold.c), or without room. */
+    ql_pick_limits_t lim = pick_limits(s);
+    int room = ql_pick_room(&lim);
     if (room <= 0)
         return;
     s->stats.fetches++;
@@ -387,14 +428,25 @@ void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
     c->s = s;
     c->room = room;
     c->batch = ents + *n;
-    if (ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
+    c->cap = (size_t)room + s->n_runs;
+    c->cands = malloc(c->cap * sizeof *c->cands);
+    c->plan = malloc(c->cap * sizeof *c->plan);
+    if (c->cands && c->plan && ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
         int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
         if (rc)
             ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
+        if (c->n_cands)
+            plan_chunk(c); /* the walk ended before the room was used */
         ql_txn_abort(c->txn);
     }
     *n += c->n_batch;
+    for (size_t i = 0; i < c->n_proj; i++)
+        if (c->slots[i].have_rec)
+            ql_project_free(&c->slots[i].rec);
+    free(c->slots);
     free(c->proj);
+    free(c->plan);
+    free(c->cands);
     free(c);
 }
 

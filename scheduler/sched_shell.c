@@ -1,10 +1,10 @@
 /*
  * Running a shell step: its parameters (QILIN_* environment and ${...} substitutions, never
- * re-parsed by a shell), the process through qilin-exec, and its result.
+ * re-parsed by a shell), the process through qilin-exec, and its result. The interface, and why
+ * it is the shape it is, is in sched_shell.h: this file knows no run and no scheduler.
  */
-#include "sched_int.h"
+#include "sched_shell.h"
 
-#include <msgpack.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +22,6 @@ enum {
     P_STEP_ID,
     P_COUNT
 };
-
-/* A NUL-terminated copy of a msgpack string (its bytes are not NUL-terminated). */
-static char *str_copy(const msgpack_object *v) {
-    char *s = malloc(v->via.str.size + 1);
-    if (s) {
-        memcpy(s, v->via.str.ptr, v->via.str.size);
-        s[v->via.str.size] = '\0';
-    }
-    return s;
-}
 
 static const char *const param_names[P_COUNT] = {
     "QILIN_JOB_ID",          "QILIN_JOB_TYPE",      "QILIN_PROJECT",     "QILIN_MODEL",
@@ -56,8 +46,7 @@ static void format_instant(const ql_tz_t *tz, const ql_datefmt_t *fmt, int64_t m
     snprintf(buf, cap, "%lld", (long long)ms);
 }
 
-static void build_params(run_t *r, params_t *p) {
-    const ql_job_t *j = &r->jobinfo;
+static void build_params(const ql_shell_env_t *env, const ql_job_t *j, uint32_t seq, params_t *p) {
     memset(p, 0, sizeof *p);
     ql_id_format(&j->id, p->v[P_JOB_ID]);
     snprintf(p->v[P_JOB_TYPE], sizeof p->v[0], "%s", j->type);
@@ -65,23 +54,22 @@ static void build_params(run_t *r, params_t *p) {
     snprintf(p->v[P_MODEL], sizeof p->v[0], "%s", j->model_name);
     if (!ql_id_is_zero(&j->segment))
         ql_id_format(&j->segment, p->v[P_SEG_ID]);
-    ql_step_id_format(&j->id, r->seq, p->v[P_STEP_ID]);
+    ql_step_id_format(&j->id, seq, p->v[P_STEP_ID]);
     if (!j->has_range)
         return;
     snprintf(p->v[P_SEG_START], sizeof p->v[0], "%lld", (long long)j->range_start);
     snprintf(p->v[P_SEG_END], sizeof p->v[0], "%lld", (long long)j->range_end);
 
-    /* The formatted range needs the model's format and the project's zone. */
-    char zone_name[128] = "UTC", pattern[QL_FORMAT_MAX + 1] = "";
-    if (r->s->opts.default_timezone && r->s->opts.default_timezone[0])
-        snprintf(zone_name, sizeof zone_name, "%s", r->s->opts.default_timezone);
+    /* The formatted range needs the model's format and the project's zone, chosen as for
+     * submissions and the dispatcher (ql_submit_project_timezone). */
+    char zone_name[128], pattern[QL_FORMAT_MAX + 1] = "";
+    const char *server_tz = env->opts->default_timezone;
+    ql_submit_project_timezone(NULL, server_tz, zone_name, sizeof zone_name);
     ql_txn_t *txn;
-    if (ql_txn_begin(r->s->opts.store, false, &txn) == 0) {
+    if (ql_txn_begin(env->opts->store, false, &txn) == 0) {
         ql_project_t pr;
         if (ql_project_get(txn, j->project, 0, &pr) == 0) {
-            const char *z = ql_strmap_get(&pr.config, "kylin.web.timezone");
-            if (z && z[0])
-                snprintf(zone_name, sizeof zone_name, "%s", z);
+            ql_submit_project_timezone(&pr, server_tz, zone_name, sizeof zone_name);
             ql_project_free(&pr);
         }
         ql_model_t m;
@@ -96,78 +84,17 @@ static void build_params(run_t *r, params_t *p) {
      * per step would be a good part of a short step's start. */
     const ql_tz_t *tz = NULL;
     const ql_datefmt_t *fmt = NULL;
-    if (ql_tzcache_get(r->s->zones, zone_name, &tz))
+    if (ql_tzcache_get(env->zones, zone_name, &tz))
         tz = NULL;
-    if (pattern[0] && ql_submit_cache_format(r->s->formats, pattern, &fmt, NULL))
+    if (pattern[0] && ql_submit_cache_format(env->formats, pattern, &fmt, NULL))
         fmt = NULL;
     format_instant(tz, fmt, j->range_start, p->v[P_SEG_START_FMT], sizeof p->v[0]);
     format_instant(tz, fmt, j->range_end, p->v[P_SEG_END_FMT], sizeof p->v[0]);
 }
 
-/* A job's custom parameters (ad-hoc jobs, POST /jobs), stored with the job as a msgpack map of
- * string name -> string value (written by api/api_jobs.c, ql_api_params_encode). */
-typedef struct {
-    char *names[QL_TEMPLATE_MAX_PARAMS];
-    char *values[QL_TEMPLATE_MAX_PARAMS];
-    size_t n;
-} custom_params_t;
-
-static void custom_params_free(custom_params_t *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->names[i]);
-        free(c->values[i]);
-    }
-    c->n = 0;
-}
-
-static int decode_custom_params(const ql_job_t *j, custom_params_t *out, ql_err_t *err) {
-    memset(out, 0, sizeof *out);
-    if (!j->params || j->params_len == 0)
-        return 0;
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    int rc = 0;
-    if (ql_msgpack_check_counts(j->params, j->params_len) ||
-        msgpack_unpack_next(&u, j->params, j->params_len, &off) != MSGPACK_UNPACK_SUCCESS ||
-        u.data.type != MSGPACK_OBJECT_MAP || u.data.via.map.size > QL_TEMPLATE_MAX_PARAMS) {
-        rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
-        goto out;
-    }
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        const msgpack_object *k = &u.data.via.map.ptr[i].key, *v = &u.data.via.map.ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR) {
-            rc = ql_err_set(err, QL_ECORRUPT, "the job's stored parameters cannot be decoded");
-            goto out;
-        }
-        char *name = str_copy(k);
-        char *value = str_copy(v);
-        if (!name || !value) {
-            free(name);
-            free(value);
-            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
-            goto out;
-        }
-        out->names[out->n] = name;
-        out->values[out->n] = value;
-        out->n++;
-        if (strlen(name) != k->via.str.size || !ql_template_param_name_valid(name)) {
-            rc = ql_err_set(err, QL_ECORRUPT,
-                            "the job's stored parameter '%.64s' has an invalid name", name);
-            goto out;
-        }
-    }
-out:
-    msgpack_unpacked_destroy(&u);
-    if (rc)
-        custom_params_free(out);
-    return rc;
-}
-
 static void proc_closed(void *arg) {
-    run_t *r = arg;
-    r->refs--;
-    ql_sched_step_completed(r); /* drops the run when cancelled */
+    ql_shell_try_t *t = arg;
+    t->done(t);
 }
 
 /*
@@ -176,50 +103,50 @@ static void proc_closed(void *arg) {
  * next try: it is swept now, on the loop thread (one pass over /proc). A try that ended on its
  * own is not swept: a step may leave a daemon behind on purpose (ql_proc.h, Process group).
  */
-static int sweep_stopped_try(run_t *r) {
+static int sweep_stopped_try(ql_shell_try_t *t) {
     ql_proc_tokens_t *set;
     if (ql_proc_tokens_new(&set))
         return UV_ENOMEM;
     ql_proc_sweep_t sw = {0};
-    int rc = ql_proc_tokens_add(set, r->token);
+    int rc = ql_proc_tokens_add(set, t->token);
     if (!rc)
         rc = ql_proc_kill_tokens(set, &sw);
     ql_proc_tokens_free(set);
     char id[QL_ID_STR_LEN + 1];
-    ql_id_format(&r->job, id);
+    ql_id_format(&t->job->id, id);
     if (rc)
-        ql_log(r->s->opts.log, QL_LOG_ERROR, "scheduler",
+        ql_log(t->env->opts->log, QL_LOG_ERROR, "scheduler",
                "cannot make sure the stopped step's processes are gone step=%02u job=%s: %s",
-               r->seq, id, ql_strerror(rc));
+               t->seq, id, ql_strerror(rc));
     else if (sw.killed)
-        ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+        ql_log(t->env->opts->log, QL_LOG_INFO, "scheduler",
                "killed processes the stopped step left outside its group step=%02u job=%s "
                "killed=%u",
-               r->seq, id, sw.killed);
+               t->seq, id, sw.killed);
     return rc;
 }
 
 static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
-    run_t *r = arg;
+    ql_shell_try_t *t = arg;
     /* A try a shutdown stopped is swept also when it ended on its own meanwhile: the job goes
      * back to READY after this, and its next try must not meet what it left. */
-    if ((res->stop_reason != QL_PROC_STOP_NONE || r->stop_first) && r->token[0])
-        r->swept_rc = sweep_stopped_try(r);
+    if ((res->stop_reason != QL_PROC_STOP_NONE || t->sweep_always) && t->token[0])
+        t->swept_rc = sweep_stopped_try(t);
     ql_proc_verdict_t v;
-    ql_proc_classify(res, r->def.warning_exit_code > 0 ? r->def.warning_exit_code : -1, &v);
-    r->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
+    ql_proc_classify(res, t->def->warning_exit_code > 0 ? t->def->warning_exit_code : -1, &v);
+    t->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED
                  : v.outcome == QL_PROC_WARNING ? QL_WARNING
                                                 : QL_ERROR;
-    free(r->msg);
-    r->msg = v.msg[0] ? strdup(v.msg) : NULL;
-    free(r->output);
-    r->output = NULL;
-    r->output_len = 0;
-    if (res->output && (r->output = malloc(res->output_len + 1))) {
-        memcpy(r->output, res->output, res->output_len + 1);
-        r->output_len = res->output_len;
+    free(t->msg);
+    t->msg = v.msg[0] ? strdup(v.msg) : NULL;
+    free(t->output);
+    t->output = NULL;
+    t->output_len = 0;
+    if (res->output && (t->output = malloc(res->output_len + 1))) {
+        memcpy(t->output, res->output, res->output_len + 1);
+        t->output_len = res->output_len;
     }
-    r->proc = NULL;
+    t->proc = NULL;
     ql_proc_close(proc, proc_closed);
 }
 
@@ -262,49 +189,58 @@ static void pgid_done(void *arg, int status, const ql_err_t *err) {
 }
 
 /* A step's parameters: the QILIN_* ones, then the job's custom ones (ad-hoc jobs, stored with
- * the job), which reach the step as ${NAME} and as QILIN_PARAM_NAME (ql_template_expand_step
- * namespaces them). */
+ * the job, ql_job_params_decode), which reach the step as ${NAME} and as QILIN_PARAM_NAME
+ * (ql_template_expand_step namespaces them). */
 typedef struct {
     params_t p;
     ql_param_t list[P_COUNT + QL_TEMPLATE_MAX_PARAMS];
     size_t n;
-    custom_params_t custom;
+    ql_kv_t *custom;
+    size_t n_custom;
 } step_params_t;
 
-static int step_params_build(run_t *r, step_params_t *sp, ql_err_t *err) {
-    build_params(r, &sp->p);
+static void step_params_clear(step_params_t *sp) {
+    ql_job_params_free(sp->custom, sp->n_custom);
+    sp->custom = NULL;
+    sp->n_custom = 0;
+}
+
+static int step_params_build(const ql_shell_env_t *env, const ql_job_t *job, uint32_t seq,
+                             step_params_t *sp, ql_err_t *err) {
+    build_params(env, job, seq, &sp->p);
     for (int i = 0; i < P_COUNT; i++) {
         sp->list[i].name = param_names[i];
         sp->list[i].value = sp->p.v[i];
     }
     sp->n = P_COUNT;
-    int rc = decode_custom_params(&r->jobinfo, &sp->custom, err);
-    for (size_t i = 0; i < sp->custom.n; i++) {
-        sp->list[sp->n].name = sp->custom.names[i];
-        sp->list[sp->n].value = sp->custom.values[i];
+    int rc = ql_job_params_decode(job->params, job->params_len, &sp->custom, &sp->n_custom, err);
+    for (size_t i = 0; i < sp->n_custom; i++) {
+        sp->list[sp->n].name = sp->custom[i].name;
+        sp->list[sp->n].value = sp->custom[i].value;
         sp->n++;
     }
     return rc;
 }
 
-int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
-    if (!r->def.n_when)
+int ql_shell_step_skipped(const ql_shell_env_t *env, const ql_job_t *job, const ql_stepdef_t *def,
+                          uint32_t seq, char *why, size_t cap) {
+    if (!def->n_when)
         return 0;
     step_params_t sp;
     ql_err_t err = {0};
-    if (step_params_build(r, &sp, &err)) {
+    if (step_params_build(env, job, seq, &sp, &err)) {
         snprintf(why, cap, "%s", err.msg);
-        custom_params_free(&sp.custom);
+        step_params_clear(&sp);
         return -1;
     }
     const char *value = "";
-    const ql_when_t *unmet = ql_when_unmet(&r->def, sp.list, sp.n, &value);
+    const ql_when_t *unmet = ql_when_unmet(def, sp.list, sp.n, &value);
     if (unmet) {
         size_t o = (size_t)snprintf(why, cap, "when: %s is '%s', not ", unmet->param, value);
         for (size_t i = 0; i < unmet->n_values && o < cap; i++)
             o += (size_t)snprintf(why + o, cap - o, "%s'%s'", i ? " or " : "", unmet->values[i]);
     }
-    custom_params_free(&sp.custom);
+    step_params_clear(&sp);
     return unmet != NULL;
 }
 
@@ -316,46 +252,59 @@ int ql_sched_step_skipped(run_t *r, char *why, size_t cap) {
  * recovery swept the step's marker (docs/step-processes.md). One read
  * transaction per spawn.
  */
-static bool fenced_before_spawn(ql_sched_t *s, ql_err_t *err) {
-    if (!s->opts.fence || !s->opts.store)
+static bool fenced_before_spawn(const ql_sched_opts_t *o, ql_err_t *err) {
+    if (!o->fence || !o->store)
         return false;
     ql_txn_t *txn;
-    if (ql_txn_begin(s->opts.store, false, &txn))
+    if (ql_txn_begin(o->store, false, &txn))
         return false; /* the finish write's own fence check decides */
-    int rc = ql_fence_check(txn, s->opts.fence, err);
+    int rc = ql_fence_check(txn, o->fence, err);
     ql_txn_abort(txn);
     return rc == QL_EFENCED;
 }
 
-void ql_sched_spawn_shell(run_t *r) {
-    ql_sched_t *s = r->s;
+/* The try could not start: it ends in ERROR, with why. */
+static void fail_try(ql_shell_try_t *t, const char *why) {
+    t->outcome = QL_ERROR;
+    free(t->msg);
+    t->msg = strdup(why);
+    t->done(t);
+}
+
+void ql_shell_stop(ql_shell_try_t *t, ql_proc_stop_reason_t reason, bool sweep) {
+    if (!t->proc)
+        return;
+    if (sweep) {
+        t->sweep_always = true;
+        t->swept_rc = 0;
+    }
+    ql_proc_stop(t->proc, reason);
+}
+
+void ql_shell_spawn(ql_shell_try_t *t) {
+    const ql_sched_opts_t *o = t->env->opts;
     step_params_t sp;
     ql_step_exec_t ex;
     ql_err_t err = {0};
-    if (fenced_before_spawn(s, &err)) {
+    t->proc = NULL;
+    if (fenced_before_spawn(o, &err)) {
         /* Not started; the step's end is refused by fencing too, which stops this scheduler. */
-        r->outcome = QL_ERROR;
-        free(r->msg);
-        r->msg = strdup(err.msg);
-        ql_sched_step_completed(r);
+        fail_try(t, err.msg);
         return;
     }
-    if (step_params_build(r, &sp, &err) ||
-        ql_template_expand_step(&r->def, sp.list, sp.n, &ex, &err)) {
-        custom_params_free(&sp.custom);
-        r->outcome = QL_ERROR;
-        free(r->msg);
-        r->msg = strdup(err.msg);
-        ql_sched_step_completed(r);
+    if (step_params_build(t->env, t->job, t->seq, &sp, &err) ||
+        ql_template_expand_step(t->def, sp.list, sp.n, &ex, &err)) {
+        step_params_clear(&sp);
+        fail_try(t, err.msg);
         return;
     }
-    custom_params_free(&sp.custom);
+    step_params_clear(&sp);
     /* One more entry: the marker, last so that it wins over a template's variable of that
      * name (a step must not choose the token recovery finds it by). */
     ql_proc_env_t *env = calloc(ex.n_env + 1, sizeof *env);
     char **keys = calloc(ex.n_env + 1, sizeof *keys);
     char log_path[4096];
-    snprintf(log_path, sizeof log_path, "%s/%s/%s.log", s->opts.log_dir ? s->opts.log_dir : "logs",
+    snprintf(log_path, sizeof log_path, "%s/%s/%s.log", o->log_dir ? o->log_dir : "logs",
              sp.p.v[P_JOB_ID], sp.p.v[P_STEP_ID]);
     int rc = (env && keys) ? 0 : UV_ENOMEM;
     size_t n_env = 0;
@@ -368,9 +317,9 @@ void ql_sched_spawn_shell(run_t *r) {
         env[n_env].value = eq + 1;
         n_env++;
     }
-    if (!rc && r->token[0]) {
+    if (!rc && t->token[0]) {
         env[n_env].key = QL_PROC_TOKEN_ENV;
-        env[n_env].value = r->token;
+        env[n_env].value = t->token;
         n_env++;
     }
     if (!rc) {
@@ -380,12 +329,12 @@ void ql_sched_spawn_shell(run_t *r) {
         spec.env = env;
         spec.env_count = n_env;
         spec.cwd = ex.cwd;
-        spec.timeout_ms = r->def.timeout_ms;
+        spec.timeout_ms = t->def->timeout_ms;
         spec.log_path = log_path;
-        spec.max_output = s->opts.output_max;
-        spec.grace_ms = s->opts.kill_grace_ms;
-        spec.exec_helper = s->opts.exec_helper;
-        rc = ql_proc_spawn(ql_clock_loop(s->opts.clock), &spec, proc_exited, r, &r->proc, &err);
+        spec.max_output = o->output_max;
+        spec.grace_ms = o->kill_grace_ms;
+        spec.exec_helper = o->exec_helper;
+        rc = ql_proc_spawn(ql_clock_loop(o->clock), &spec, proc_exited, t, &t->proc, &err);
     }
     for (size_t i = 0; i < n_env; i++)
         free(keys[i]); /* the marker's key is static: its keys[] entry is NULL */
@@ -393,25 +342,21 @@ void ql_sched_spawn_shell(run_t *r) {
     free(env);
     ql_step_exec_free(&ex);
     if (rc) {
-        r->proc = NULL;
-        r->outcome = QL_ERROR;
-        free(r->msg);
-        r->msg = strdup(err.msg[0] ? err.msg : ql_strerror(rc));
-        ql_sched_step_completed(r);
+        t->proc = NULL;
+        fail_try(t, err.msg[0] ? err.msg : ql_strerror(rc));
         return;
     }
-    r->refs++; /* released when the process is closed */
     pgid_note_t *n = malloc(sizeof *n);
     if (n) {
-        n->job = r->job;
-        n->fence = s->opts.fence;
-        n->seq = r->seq;
-        n->attempt = r->attempt;
+        n->job = t->job->id;
+        n->fence = o->fence;
+        n->seq = t->seq;
+        n->attempt = t->attempt;
         /* The helper is our child and not reaped before the loop runs again, so its /proc
          * entry is there (a zombie's too); without an identity the group is not recorded, and
          * the marker alone finds the try. */
-        if (ql_proc_ident_of(ql_proc_pgid(r->proc), &n->ident) != 0 ||
-            ql_sched_submit(s, pgid_fn, n, pgid_done))
+        if (ql_proc_ident_of(ql_proc_pgid(t->proc), &n->ident) != 0 ||
+            t->env->submit(t->env->submit_arg, pgid_fn, n, pgid_done))
             free(n);
     }
 }

@@ -27,6 +27,36 @@ static void complete_later(run_t *r, int64_t delay, ql_state_t outcome, const ch
     ql_timer_start(&r->timer, delay < 0 ? 0 : delay, step_timer_cb, r);
 }
 
+/* The try of a shell step ended (sched_shell.h): its result becomes the run's. */
+static void shell_done(ql_shell_try_t *t) {
+    run_t *r = t->arg;
+    r->refs--;
+    r->outcome = t->outcome;
+    free(r->msg);
+    r->msg = t->msg;
+    t->msg = NULL;
+    free(r->output);
+    r->output = t->output;
+    r->output_len = t->output_len;
+    t->output = NULL;
+    t->output_len = 0;
+    ql_sched_step_completed(r); /* drops the run when cancelled */
+}
+
+static void start_shell(run_t *r) {
+    ql_shell_try_t *t = &r->shell;
+    *t = (ql_shell_try_t){.env = &r->s->shell_env,
+                          .job = &r->jobinfo,
+                          .def = &r->def,
+                          .seq = r->seq,
+                          .attempt = r->attempt,
+                          .token = r->token,
+                          .done = shell_done,
+                          .arg = r};
+    r->refs++; /* released by shell_done, when the try has ended */
+    ql_shell_spawn(t);
+}
+
 void ql_sched_start_step(run_t *r) {
     ql_sched_t *s = r->s;
     r->phase = RUN_STEP;
@@ -37,7 +67,7 @@ void ql_sched_start_step(run_t *r) {
         return;
     }
     char why[512];
-    int skip = ql_sched_step_skipped(r, why, sizeof why);
+    int skip = ql_shell_step_skipped(&s->shell_env, &r->jobinfo, &r->def, r->seq, why, sizeof why);
     if (skip < 0) {
         complete_later(r, 0, QL_ERROR, why);
         return;
@@ -81,7 +111,7 @@ void ql_sched_start_step(run_t *r) {
         complete_later(r, d->duration_ms, ok, msg);
         return;
     case QL_STEP_SHELL:
-        ql_sched_spawn_shell(r);
+        start_shell(r);
         return;
     }
 }
@@ -339,7 +369,7 @@ void ql_sched_step_completed(run_t *r) {
         /* A shutdown stopped the step (ql_sched_interrupt_run): its processes are gone, put it
          * back. */
         r->stop_first = false;
-        if (r->swept_rc == 0) {
+        if (r->shell.swept_rc == 0) {
             ql_sched_interrupt_run(r);
             return;
         }
@@ -347,7 +377,7 @@ void ql_sched_step_completed(run_t *r) {
             s, QL_LOG_ERROR, r,
             "job left RUNNING step=%02u reason=\"the stopped step's processes may still run "
             "(%s): the next start's recovery sweeps them\"",
-            r->seq, ql_strerror(r->swept_rc));
+            r->seq, ql_strerror(r->shell.swept_rc));
         r->cancelled = true;
         ql_sched_run_drop(r);
         return;

@@ -1,11 +1,11 @@
 /*
  * The REST API's pure parts, without a server: the streaming JSON writer (separators, escapes,
  * invalid UTF-8), the Accept check, integers and epoch-ms values, the field tables and the
- * request-body validators, the error-to-status table and the stored job parameters.
+ * request-body validators and the error-to-status table. (The stored job parameters are tested
+ * with their codec, in tests/engine/test_job_params.c.)
  */
 #include <criterion/criterion.h>
 
-#include <msgpack.h>
 #include <string.h>
 
 #include "api/api_int.h"
@@ -273,26 +273,4 @@ Test(status, error_codes_map_to_http_statuses) {
     cr_assert_eq(ql_api_http_status(QL_EMAPFULL), 507);
     cr_assert_eq(ql_api_http_status(QL_ECORRUPT), 500);
     cr_assert_eq(ql_api_http_status(UV_ENOMEM), 500);
-}
-
-Test(params, the_stored_form_is_a_msgpack_map_of_strings) {
-    ql_kv_t kv[2] = {{"TABLE", "sales"}, {"WHERE", "a = 'b'; $(x)"}};
-    char *buf;
-    size_t len;
-    cr_assert_eq(ql_api_params_encode(kv, 2, &buf, &len), 0);
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    cr_assert_eq(msgpack_unpack_next(&u, buf, len, &off), MSGPACK_UNPACK_SUCCESS);
-    cr_assert_eq(u.data.type, MSGPACK_OBJECT_MAP);
-    cr_assert_eq(u.data.via.map.size, 2);
-    const msgpack_object_kv *p = u.data.via.map.ptr;
-    cr_assert_eq(p[1].val.type, MSGPACK_OBJECT_STR);
-    cr_assert_eq(p[1].val.via.str.size, strlen(kv[1].value));
-    cr_assert_eq(memcmp(p[1].val.via.str.ptr, kv[1].value, strlen(kv[1].value)), 0);
-    msgpack_unpacked_destroy(&u);
-    free(buf);
-    cr_assert_eq(ql_api_params_encode(NULL, 0, &buf, &len), 0);
-    cr_assert_null(buf);
-    cr_assert_eq(len, 0);
 }

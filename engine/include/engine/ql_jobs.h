@@ -85,4 +85,21 @@ int ql_job_steps_from_template(const ql_templates_t *t, const char *set, const c
 int ql_job_steps_from_defs(const ql_stepdef_t *defs, size_t n, ql_job_steps_t *out, ql_err_t *err);
 void ql_job_steps_free(ql_job_steps_t *s);
 
+/*
+ * Job parameters: the custom parameters of an ad-hoc job (POST /jobs), stored with the job in
+ * ql_job_t.params and given to each of its shell steps as ${NAME} and QILIN_PARAM_NAME. The
+ * stored form is a msgpack map of string name -> string value, at most QL_TEMPLATE_MAX_PARAMS
+ * entries, each name valid by ql_template_param_name_valid. The store keeps the bytes as they
+ * are; this is their one encoder and their one decoder.
+ */
+/* Encodes params[0..n) (borrowed): *out gets a malloc'd buffer the caller frees (NULL and *len 0
+ * when n is 0). Returns 0 or UV_ENOMEM. */
+int ql_job_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *len);
+/* Decodes buf[0..len) (borrowed; NULL or empty: no parameters): *out gets *n entries, owned by
+ * the caller (ql_job_params_free), NULL when there are none. Returns 0, QL_ECORRUPT (a stored
+ * form that is not the above, err says what) or UV_ENOMEM; on error *out is NULL and *n 0. */
+int ql_job_params_decode(const char *buf, size_t len, ql_kv_t **out, size_t *n, ql_err_t *err);
+/* Frees kv[0..n) and the array (NULL is fine). */
+void ql_job_params_free(ql_kv_t *kv, size_t n);
+
 #endif
