@@ -133,6 +133,26 @@ bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
     return true;
 }
 
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, const char **body, size_t *len) {
+    if (!ql_api_begin(api, req, API_WRITE))
+        return false;
+    *body = ql_http_req_body(req, len);
+    return true;
+}
+
+ql_txn_t *ql_api_begin_read(ql_api_t *api, ql_http_req_t *req) {
+    return ql_api_begin(api, req, API_READ) ? ql_api_read_txn(api, req) : NULL;
+}
+
+bool ql_api_body_refused(ql_http_req_t *req, int rc, json_t **root, const ql_err_t *err) {
+    if (!rc)
+        return false;
+    json_decref(*root);
+    *root = NULL;
+    ql_api_fail_err(req, QL_EINVAL, err);
+    return true;
+}
+
 bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
                    ql_write_done_cb done) {
     int rc =
@@ -246,6 +266,40 @@ uint64_t ql_api_page_first(const ql_api_page_t *p) {
     if (p->limit && p->offset > UINT64_MAX / p->limit)
         return UINT64_MAX;
     return p->offset * p->limit;
+}
+
+bool ql_api_begin_page(ql_api_t *api, ql_http_req_t *req, ql_api_page_t *page) {
+    if (!ql_api_begin(api, req, API_READ))
+        return false;
+    ql_err_t err = {0};
+    if (ql_api_paging(req, api->page_size_max, page, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return false;
+    }
+    return true;
+}
+
+ql_api_pager_t ql_api_pager(const ql_api_page_t *p) {
+    return (ql_api_pager_t){.first = ql_api_page_first(p), .limit = p->limit};
+}
+
+bool ql_api_pager_take(ql_api_pager_t *p) {
+    uint64_t i = p->seen++;
+    return i >= p->first && i - p->first < p->limit;
+}
+
+bool ql_api_pager_full(const ql_api_pager_t *p) {
+    return p->seen >= p->first + p->limit;
+}
+
+bool ql_api_name_contains(const char *name, const char *filter) {
+    if (!filter || !filter[0])
+        return true;
+    size_t n = strlen(filter);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, filter, n) == 0)
+            return true;
+    return false;
 }
 
 /* ---- lookups ---- */

@@ -73,6 +73,16 @@ enum {
  * false when the request must stop here. */
 bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags);
 
+/* ql_api_begin for a write with a body: *body and *len (borrowed from req, valid until it is
+ * answered) are its body. Returns false after answering, like ql_api_begin. */
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, const char **body, size_t *len);
+/* ql_api_begin for a read, then ql_api_read_txn: the transaction (the caller aborts it), or
+ * NULL after answering. */
+ql_txn_t *ql_api_begin_read(ql_api_t *api, ql_http_req_t *req);
+/* After a body parser (ql_api_parse_*) returned rc: when rc fails, releases *root, answers 400
+ * with err and returns true; else returns false and the caller keeps *root. */
+bool ql_api_body_refused(ql_http_req_t *req, int rc, json_t **root, const ql_err_t *err);
+
 /* ---- the gate in front of the router (api_gate.c) ---------------------------------- */
 
 /* Fills h (caller's; ql_api_hosts_free) with the Host names a server listening on listen_host
@@ -145,6 +155,22 @@ typedef struct ql_api_page {
 int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t *err);
 /* The index of the first item of the page (saturating). */
 uint64_t ql_api_page_first(const ql_api_page_t *p);
+/* ql_api_begin for a read of a listing, then ql_api_paging into *page: false after answering
+ * (400 naming the parameter when the paging is wrong). */
+bool ql_api_begin_page(ql_api_t *api, ql_http_req_t *req, ql_api_page_t *page);
+
+/* Walks a listing through its page: ql_api_pager_take counts one more item and tells whether
+ * it falls on the page; ql_api_pager_full tells whether the page is complete (a listing whose
+ * total is known can stop there). */
+typedef struct ql_api_pager {
+    uint64_t first, limit, seen;
+} ql_api_pager_t;
+ql_api_pager_t ql_api_pager(const ql_api_page_t *p);
+bool ql_api_pager_take(ql_api_pager_t *p);
+bool ql_api_pager_full(const ql_api_pager_t *p);
+
+/* Whether name contains filter, ignoring case; a NULL or empty filter matches every name. */
+bool ql_api_name_contains(const char *name, const char *filter);
 
 /* A query parameter as a bool (true/false, 1/0), default def when absent. */
 int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err);
@@ -321,6 +347,9 @@ void ql_api_jw_segment(ql_api_jw_t *w, const ql_segment_t *s);
 /* now: for the duration of a running job or step. */
 void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now);
 void ql_api_jw_step(ql_api_jw_t *w, const ql_step_t *s, int64_t now);
+/* A job's running time in ms: to its end, or to now while it runs, or to its last change while
+ * it waits (paused, in error); 0 before it started. */
+int64_t ql_api_job_duration(const ql_job_t *j, int64_t now);
 json_t *ql_api_id_json(const ql_id_t *id); /* the 36-character form; "" for the zero id */
 /* Kylin's segment name: yyyyMMddHHmmss_yyyyMMddHHmmss in UTC, FULL_BUILD for a full load. */
 void ql_api_segment_name(int64_t start, int64_t end, char *buf, size_t cap);

@@ -67,20 +67,12 @@ typedef struct list {
     bool decode_filters;
     sort_key_t sort;
     bool reverse;
-    uint64_t first, limit, seen;
+    ql_api_pager_t pg;
     ql_api_jw_t *w;
     sort_rec_t *recs;
     size_t n_recs, cap_recs;
     int rc;
 } list_t;
-
-static bool contains_ci(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (const char *p = hay; *p; p++)
-        if (strncasecmp(p, needle, n) == 0)
-            return true;
-    return n == 0;
-}
 
 static bool job_matches(const list_t *l, const ql_job_t *j) {
     if (l->since != INT64_MIN && j->create_time < l->since)
@@ -95,17 +87,11 @@ static bool job_matches(const list_t *l, const ql_job_t *j) {
     if (l->key && l->key[0]) {
         char id[QL_ID_STR_LEN + 1];
         ql_id_format(&j->id, id);
-        if (!contains_ci(j->model_name, l->key) && strncasecmp(id, l->key, strlen(l->key)) != 0)
+        if (!ql_api_name_contains(j->model_name, l->key) &&
+            strncasecmp(id, l->key, strlen(l->key)) != 0)
             return false;
     }
     return true;
-}
-
-static int64_t job_duration(const ql_job_t *j, int64_t now) {
-    if (j->start_time <= 0)
-        return 0;
-    int64_t stop = j->end_time > 0 ? j->end_time : j->state == QL_RUNNING ? now : j->modify_time;
-    return stop > j->start_time ? stop - j->start_time : 0;
 }
 
 static int push_rec(list_t *l, const ql_job_t *j) {
@@ -135,7 +121,7 @@ static int push_rec(list_t *l, const ql_job_t *j) {
         r->k = j->end_time;
         break;
     case SORT_DURATION:
-        r->k = job_duration(j, l->now);
+        r->k = ql_api_job_duration(j, l->now);
         break;
     case SORT_PRIORITY:
         r->k = j->priority;
@@ -194,10 +180,10 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
     /* Index order is the answer's order: what precedes the page needs no decoding unless a
      * filter has to look at the record. */
     if (in_order && !l->decode_filters) {
-        uint64_t i = l->seen++;
-        if (i < l->first)
+        uint64_t i = l->pg.seen++;
+        if (i < l->pg.first)
             return 0;
-        if (i - l->first >= l->limit)
+        if (i - l->pg.first >= l->pg.limit)
             return 1;
     }
     ql_job_t j;
@@ -213,10 +199,8 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
             rc = push_rec(l, &j);
     } else if (!l->decode_filters) {
         rc = page_add(l, &j);
-    } else if (job_matches(l, &j)) {
-        uint64_t i = l->seen++;
-        if (i >= l->first && i - l->first < l->limit)
-            rc = page_add(l, &j);
+    } else if (job_matches(l, &j) && ql_api_pager_take(&l->pg)) {
+        rc = page_add(l, &j);
     }
     ql_job_free(&j);
     if (rc)
@@ -303,8 +287,7 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
     ql_api_page_t page;
     if ((rc = ql_api_paging(req, api->page_size_max, &page, err)))
         return rc;
-    l->first = ql_api_page_first(&page);
-    l->limit = page.limit;
+    l->pg = ql_api_pager(&page);
     return 0;
 }
 
@@ -336,7 +319,7 @@ static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_
     if (!rc && l->sort != SORT_MODIFIED) {
         qsort(l->recs, l->n_recs, sizeof *l->recs, l->reverse ? cmp_rec_rev : cmp_rec);
         total = l->n_recs;
-        for (uint64_t i = l->first; !rc && i < l->n_recs && i - l->first < l->limit; i++) {
+        for (uint64_t i = l->pg.first; !rc && i < l->n_recs && i - l->pg.first < l->pg.limit; i++) {
             ql_job_t j;
             if ((rc = ql_job_get(txn, &l->recs[i].id, 0, &j)) == 0) {
                 rc = page_add(l, &j);
@@ -344,7 +327,7 @@ static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_
             }
         }
     } else if (!counted) {
-        total = l->seen;
+        total = l->pg.seen;
     }
     free_recs(l);
     l->recs = NULL;
@@ -415,8 +398,8 @@ static void h_list(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, rc, &err);
         return;
     }
-    lw->page.offset = l->limit ? l->first / l->limit : 0;
-    lw->page.limit = l->limit;
+    lw->page.offset = l->pg.limit ? l->pg.first / l->pg.limit : 0;
+    lw->page.limit = l->pg.limit;
     ql_api_jw_envelope(&lw->w);
     ql_api_jw_page_open(&lw->w);
     l->w = &lw->w;
@@ -480,16 +463,23 @@ static int step_cb(const ql_step_t *s, void *arg) {
     return st->w->b.failed ? UV_ENOMEM : 0;
 }
 
+/* ql_api_begin_read, then path_job: the transaction (the caller aborts it) and in *rc what
+ * path_job returned (j is filled only when it is 0), or NULL after answering. */
+static ql_txn_t *begin_job(ql_api_t *api, ql_http_req_t *req, ql_job_t *j, int *rc, ql_err_t *err) {
+    ql_txn_t *txn = ql_api_begin_read(api, req);
+    if (txn)
+        *rc = path_job(txn, req, j, err);
+    return txn;
+}
+
 static void h_detail(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
-    ql_txn_t *txn = ql_api_read_txn(api, req);
-    if (!txn)
-        return;
     ql_job_t j;
     ql_err_t err = {0};
-    int rc = path_job(txn, req, &j, &err);
+    int rc;
+    ql_txn_t *txn = begin_job(api, req, &j, &rc, &err);
+    if (!txn)
+        return;
     ql_api_jw_t w;
     ql_api_jw_envelope(&w);
     ql_api_jw_open(&w, '[');
@@ -534,14 +524,12 @@ static char *read_log_tail(ql_api_t *api, const char *job, const char *step) {
 
 static void h_output(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
-    ql_txn_t *txn = ql_api_read_txn(api, req);
-    if (!txn)
-        return;
     ql_job_t j;
     ql_err_t err = {0};
-    int rc = path_job(txn, req, &j, &err);
+    int rc;
+    ql_txn_t *txn = begin_job(api, req, &j, &rc, &err);
+    if (!txn)
+        return;
     const char *step_id = ql_http_req_param(req, "step_id");
     char *out = NULL;
     size_t len = 0;
