@@ -101,6 +101,14 @@ static int open_store(const char *path, ql_store_t **out) {
     return rc;
 }
 
+/* Opens (creating) the store of one phase, in ROOT/name; its path to dir (cap bytes). Returns 0
+ * or 1 (printed). */
+static int open_phase_store(const bench_t *b, const char *name, char *dir, size_t cap,
+                            ql_store_t **out) {
+    snprintf(dir, cap, "%s/%s", b->root, name);
+    return open_store(dir, out) ? 1 : 0;
+}
+
 static const ql_step_spec_t steps[2] = {
     {.name = "Load data to index", .kind = "noop"},
     {.name = "Update metadata", .kind = "noop"},
@@ -193,9 +201,8 @@ static void *submitter_main(void *arg) {
 
 static int phase_txrate(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/txrate", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "txrate", dir, sizeof dir, &store))
         return 1;
     /* Builds rotate over the models, as daily builds of many models do; fewer models put the
      * records of one commit on fewer pages (see --tx-models). */
@@ -253,6 +260,22 @@ static int phase_txrate(bench_t *b) {
     return 0;
 }
 
+/* The set-up of a phase: nm model ids (owned by the caller) for nm new models, or NULL
+ * (printed). *t0 is when the set-up began, for its timing. */
+static ql_id_t *set_up_models(ql_store_t *store, uint64_t nm, int64_t *t0) {
+    ql_id_t *models = calloc(nm, sizeof *models);
+    if (!models) {
+        fail("set-up", UV_ENOMEM, NULL);
+        return NULL;
+    }
+    *t0 = now_ns();
+    if (create_models(store, models, nm)) {
+        free(models);
+        return NULL;
+    }
+    return models;
+}
+
 /* ---- (b) overlap query latency ---- */
 
 static int cmp_i64(const void *a, const void *b) {
@@ -275,16 +298,13 @@ static void print_latency(const char *what, int64_t *lat, uint64_t n, uint64_t h
 
 static int phase_overlap(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/segments", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "segments", dir, sizeof dir, &store))
         return 1;
     uint64_t nm = b->o.models, per = b->o.segs_per_model;
-    ql_id_t *models = calloc(nm, sizeof *models);
+    int64_t t0;
+    ql_id_t *models = set_up_models(store, nm, &t0);
     if (!models)
-        return fail("set-up", UV_ENOMEM, NULL);
-    int64_t t0 = now_ns();
-    if (create_models(store, models, nm))
         return 1;
     /* One day per segment, consecutive: the shape of a daily-built model. Transactions of
      * about 50000 segments keep set-up time sane without giant dirty lists. */
@@ -441,16 +461,13 @@ static int open_and_first_read(const char *dir, double *ms, ql_store_t **out) {
 
 static int phase_open(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/jobs", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "jobs", dir, sizeof dir, &store))
         return 1;
     uint64_t nj = b->o.jobs, nm = (nj + MODEL_JOBS - 1) / MODEL_JOBS;
-    ql_id_t *models = calloc(nm, sizeof *models);
+    int64_t t0;
+    ql_id_t *models = set_up_models(store, nm, &t0);
     if (!models)
-        return fail("set-up", UV_ENOMEM, NULL);
-    int64_t t0 = now_ns();
-    if (create_models(store, models, nm))
         return 1;
     /* 99% of the jobs finished (SUCCEED, segment READY), the last of each model still READY:
      * what a store looks like after a long life. */
