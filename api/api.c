@@ -302,6 +302,16 @@ bool ql_api_name_contains(const char *name, const char *filter) {
     return false;
 }
 
+int ql_api_add_routes(ql_api_t *api, const ql_api_route_t *routes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = ql_http_router_add(api->router, routes[i].method, routes[i].pattern,
+                                    routes[i].name, QL_HTTP_ROUTE_AUTH, routes[i].fn, api);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---- lookups ---- */
 
 int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err) {

@@ -372,6 +372,15 @@ int ql_api_params_encode(const ql_kv_t *params, size_t n, char **out, size_t *le
 
 /* ---- route registration (one per resource file) ---------------------------------------- */
 
+/* One authenticated route: method, pattern (with QL_API_BASE), route name, handler. */
+typedef struct ql_api_route {
+    const char *method, *pattern, *name;
+    ql_http_handler_cb fn;
+} ql_api_route_t;
+/* Adds the n routes (borrowed, constants) to api's router with QL_HTTP_ROUTE_AUTH and api as
+ * the handlers' arg. Returns 0 or the first error of ql_http_router_add. */
+int ql_api_add_routes(ql_api_t *api, const ql_api_route_t *routes, size_t n);
+
 int ql_api_routes_projects(ql_api_t *api);
 int ql_api_routes_models(ql_api_t *api);
 int ql_api_routes_segments(ql_api_t *api);

@@ -581,14 +581,10 @@ static void h_output(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_jobs(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs", "jobs.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs/{job_id}/detail",
-                                 "jobs.detail", QL_HTTP_ROUTE_AUTH, h_detail, api)) ||
-        (rc = ql_http_router_add(api->router, "GET",
-                                 QL_API_BASE "/jobs/{job_id}/steps/{step_id}/output",
-                                 "jobs.step_output", QL_HTTP_ROUTE_AUTH, h_output, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"GET", QL_API_BASE "/jobs", "jobs.list", h_list},
+        {"GET", QL_API_BASE "/jobs/{job_id}/detail", "jobs.detail", h_detail},
+        {"GET", QL_API_BASE "/jobs/{job_id}/steps/{step_id}/output", "jobs.step_output", h_output},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }

@@ -396,18 +396,13 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_models(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/models", "models.create",
-                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/models", "models.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/segment_config",
-                                 "models.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/status",
-                                 "models.status", QL_HTTP_ROUTE_AUTH, h_status, api)) ||
-        (rc = ql_http_router_add(
-             api->router, "GET", QL_API_BASE "/models/{model}/auto_segment_build/status",
-             "models.auto_build_status", QL_HTTP_ROUTE_AUTH, h_auto_status, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"POST", QL_API_BASE "/models", "models.create", h_create},
+        {"GET", QL_API_BASE "/models", "models.list", h_list},
+        {"PUT", QL_API_BASE "/models/{model}/segment_config", "models.segment_config", h_segcfg},
+        {"PUT", QL_API_BASE "/models/{model}/status", "models.status", h_status},
+        {"GET", QL_API_BASE "/models/{model}/auto_segment_build/status", "models.auto_build_status",
+         h_auto_status},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }

@@ -211,16 +211,12 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_projects(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/projects", "projects.create",
-                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/projects", "projects.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/projects/{project}/config",
-                                 "projects.config", QL_HTTP_ROUTE_AUTH, h_config, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT",
-                                 QL_API_BASE "/projects/{project}/segment_config",
-                                 "projects.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"POST", QL_API_BASE "/projects", "projects.create", h_create},
+        {"GET", QL_API_BASE "/projects", "projects.list", h_list},
+        {"PUT", QL_API_BASE "/projects/{project}/config", "projects.config", h_config},
+        {"PUT", QL_API_BASE "/projects/{project}/segment_config", "projects.segment_config",
+         h_segcfg},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }
