@@ -133,10 +133,10 @@ bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
     return true;
 }
 
-bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, const char **body, size_t *len) {
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, ql_api_body_t *body) {
     if (!ql_api_begin(api, req, API_WRITE))
         return false;
-    *body = ql_http_req_body(req, len);
+    body->p = ql_http_req_body(req, &body->len);
     return true;
 }
 
@@ -214,10 +214,15 @@ int64_t ql_api_now(ql_api_t *api) {
 
 /* ---- query parameters and paging ---- */
 
+const char *ql_api_query_given(ql_http_req_t *req, const char *key) {
+    const char *v = ql_http_req_query(req, key);
+    return v && v[0] ? v : NULL;
+}
+
 int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t min, int64_t max,
                      int64_t *out, ql_err_t *err) {
-    const char *v = ql_http_req_query(req, key);
-    if (!v || !v[0]) {
+    const char *v = ql_api_query_given(req, key);
+    if (!v) {
         *out = def;
         return 0;
     }
@@ -232,8 +237,8 @@ int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t m
 }
 
 int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err) {
-    const char *v = ql_http_req_query(req, key);
-    if (!v || !v[0])
+    const char *v = ql_api_query_given(req, key);
+    if (!v)
         *out = def;
     else if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
         *out = true;
@@ -249,8 +254,8 @@ int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t 
     int rc = ql_api_query_int(req, "page_offset", 0, 0, INT32_MAX, &off, err);
     if (rc)
         return rc;
-    const char *v = ql_http_req_query(req, "page_size");
-    if (v && v[0] && ql_api_parse_i64(v, &size) == 0 && size > max)
+    const char *v = ql_api_query_given(req, "page_size");
+    if (v && ql_api_parse_i64(v, &size) == 0 && size > max)
         return ql_err_set(err, QL_EINVAL,
                           "page_size: %lld is larger than this server's maximum %lld "
                           "(qilin.api.page-size-max)",

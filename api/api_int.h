@@ -73,9 +73,14 @@ enum {
  * false when the request must stop here. */
 bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags);
 
-/* ql_api_begin for a write with a body: *body and *len (borrowed from req, valid until it is
- * answered) are its body. Returns false after answering, like ql_api_begin. */
-bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, const char **body, size_t *len);
+/* A request body: len bytes at p, borrowed from the request (valid until it is answered). */
+typedef struct ql_api_body {
+    const char *p;
+    size_t len;
+} ql_api_body_t;
+/* ql_api_begin for a write, and its body to *body. Returns false after answering, like
+ * ql_api_begin. */
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, ql_api_body_t *body);
 /* ql_api_begin for a read, then ql_api_read_txn: the transaction (the caller aborts it), or
  * NULL after answering. */
 ql_txn_t *ql_api_begin_read(ql_api_t *api, ql_http_req_t *req);
@@ -172,6 +177,8 @@ bool ql_api_pager_full(const ql_api_pager_t *p);
 /* Whether name contains filter, ignoring case; a NULL or empty filter matches every name. */
 bool ql_api_name_contains(const char *name, const char *filter);
 
+/* A query parameter (borrowed from req), NULL when it is absent or empty. */
+const char *ql_api_query_given(ql_http_req_t *req, const char *key);
 /* A query parameter as a bool (true/false, 1/0), default def when absent. */
 int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err);
 /* A query parameter as an integer in [min, max], def when absent. */
@@ -337,6 +344,8 @@ void ql_api_jw_envelope(ql_api_jw_t *w);
 void ql_api_jw_respond(ql_http_req_t *req, ql_api_jw_t *w, const char *msg);
 /* {"value":[ ... and ],"offset":N,"limit":N,"total_size":N} */
 void ql_api_jw_page_open(ql_api_jw_t *w);
+/* ql_api_jw_envelope, then ql_api_jw_page_open: the start of a listing's answer. */
+void ql_api_jw_page_start(ql_api_jw_t *w);
 void ql_api_jw_page_close(ql_api_jw_t *w, const ql_api_page_t *p, uint64_t total);
 
 /* ---- records as JSON (api_records.c) ------------------------------------------------- */

@@ -218,8 +218,8 @@ static int copy_value(char *dst, size_t cap, const char *field, const char *v, q
 }
 
 static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *err) {
-    const char *project = ql_http_req_query(req, "project");
-    if (project && project[0]) {
+    const char *project = ql_api_query_given(req, "project");
+    if (project) {
         if (strlen(project) > QL_NAME_MAX)
             return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
         snprintf(l->project_buf, sizeof l->project_buf, "%s", project);
@@ -251,8 +251,8 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
         l->names[i] = l->names_buf[i];
     }
     l->n_names = n;
-    const char *key = ql_http_req_query(req, "key");
-    if (key && key[0]) {
+    const char *key = ql_api_query_given(req, "key");
+    if (key) {
         int rc = copy_value(l->key_buf, sizeof l->key_buf, "key", key, err);
         if (rc)
             return rc;
@@ -400,8 +400,7 @@ static void h_list(ql_http_req_t *req, void *arg) {
     }
     lw->page.offset = l->pg.limit ? l->pg.first / l->pg.limit : 0;
     lw->page.limit = l->pg.limit;
-    ql_api_jw_envelope(&lw->w);
-    ql_api_jw_page_open(&lw->w);
+    ql_api_jw_page_start(&lw->w);
     l->w = &lw->w;
     if (l->sort != SORT_MODIFIED || l->decode_filters) {
         lw->api = api;
@@ -444,8 +443,8 @@ static int path_job(ql_txn_t *txn, ql_http_req_t *req, ql_job_t *out, ql_err_t *
         return ql_err_set(err, rc, "job %s not found", ids);
     if (rc)
         return ql_err_set(err, rc, "cannot read job %s: %s", ids, ql_strerror(rc));
-    const char *project = ql_http_req_query(req, "project");
-    if (project && project[0] && strcmp(project, out->project) != 0) {
+    const char *project = ql_api_query_given(req, "project");
+    if (project && strcmp(project, out->project) != 0) {
         ql_job_free(out);
         return ql_err_set(err, QL_ENOTFOUND, "job %s not found in project '%.100s'", ids, project);
     }

@@ -53,13 +53,12 @@ static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void h_create(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    const char *body;
-    size_t len;
-    if (!ql_api_begin_write(api, req, &body, &len))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     ql_api_model_req_t r;
     ql_err_t err = {0};
-    int rc = ql_api_parse_model(body, len, &r, &err);
+    int rc = ql_api_parse_model(body.p, body.len, &r, &err);
     json_decref(r.root);
     if (!rc && r.model.partitioned) {
         /* ICU checks the pattern here, on the loop thread, never inside the writer; the format
@@ -146,18 +145,13 @@ static void h_list(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         return;
     }
-    const char *project = ql_http_req_query(req, "project");
-    const char *filter = ql_http_req_query(req, "model_name");
-    if (project && !project[0])
-        project = NULL;
-    if (filter && !filter[0])
-        filter = NULL;
+    const char *project = ql_api_query_given(req, "project");
+    const char *filter = ql_api_query_given(req, "model_name");
     ql_txn_t *txn = ql_api_read_txn(api, req);
     if (!txn)
         return;
     ql_api_jw_t w;
-    ql_api_jw_envelope(&w);
-    ql_api_jw_page_open(&w);
+    ql_api_jw_page_start(&w);
     list_t l = {.txn = txn,
                 .filter = filter,
                 .exact = exact,
@@ -283,13 +277,13 @@ static model_op_t *path_op(ql_api_t *api, ql_http_req_t *req, const char *projec
 
 static void h_segcfg(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    const char *body;
-    size_t len;
-    if (!ql_api_begin_write(api, req, &body, &len))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     ql_api_model_segcfg_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_model_segcfg(body, len, &r, &err), &r.root, &err))
+    if (ql_api_body_refused(req, ql_api_parse_model_segcfg(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
     model_op_t *op = path_op(api, req, r.project);
     if (!op) {
@@ -303,13 +297,13 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
 
 static void h_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    const char *body;
-    size_t len;
-    if (!ql_api_begin_write(api, req, &body, &len))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     ql_api_model_status_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_model_status(body, len, &r, &err), &r.root, &err))
+    if (ql_api_body_refused(req, ql_api_parse_model_status(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
     model_op_t *op = path_op(api, req, r.project);
     if (op) {

@@ -56,13 +56,12 @@ static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void h_create(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    const char *body;
-    size_t len;
-    if (!ql_api_begin_write(api, req, &body, &len))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     ql_api_project_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_project(body, len, &r, &err), &r.root, &err))
+    if (ql_api_body_refused(req, ql_api_parse_project(body.p, body.len, &r, &err), &r.root, &err))
         return;
     project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
@@ -100,15 +99,12 @@ static void h_list(ql_http_req_t *req, void *arg) {
     ql_api_page_t page;
     if (!ql_api_begin_page(api, req, &page))
         return;
-    const char *filter = ql_http_req_query(req, "project");
-    if (filter && !filter[0])
-        filter = NULL;
+    const char *filter = ql_api_query_given(req, "project");
     ql_txn_t *txn = ql_api_read_txn(api, req);
     if (!txn)
         return;
     ql_api_jw_t w;
-    ql_api_jw_envelope(&w);
-    ql_api_jw_page_open(&w);
+    ql_api_jw_page_start(&w);
     list_t l = {.filter = filter, .pg = ql_api_pager(&page), .w = &w};
     uint64_t total = 0;
     int rc = filter ? 0 : ql_project_count(txn, &total);
@@ -174,15 +170,14 @@ static project_op_t *path_op(ql_api_t *api, ql_http_req_t *req) {
 
 static void h_config(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     project_op_t *op = path_op(api, req);
     if (!op)
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_err_t err = {0};
-    if (ql_api_parse_config(body, len, &op->config, &err)) {
+    if (ql_api_parse_config(body.p, body.len, &op->config, &err)) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         op_free(op);
         return;
@@ -193,13 +188,13 @@ static void h_config(ql_http_req_t *req, void *arg) {
 
 static void h_segcfg(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    const char *body;
-    size_t len;
-    if (!ql_api_begin_write(api, req, &body, &len))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     ql_api_project_segcfg_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_project_segcfg(body, len, &r, &err), &r.root, &err))
+    if (ql_api_body_refused(req, ql_api_parse_project_segcfg(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
     json_decref(r.root);
     project_op_t *op = path_op(api, req);
