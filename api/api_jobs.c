@@ -462,36 +462,43 @@ static int step_cb(const ql_step_t *s, void *arg) {
     return st->w->b.failed ? UV_ENOMEM : 0;
 }
 
-/* ql_api_begin_read, then path_job: the transaction (the caller aborts it) and in *rc what
- * path_job returned (j is filled only when it is 0), or NULL after answering. */
-static ql_txn_t *begin_job(ql_api_t *api, ql_http_req_t *req, ql_job_t *j, int *rc, ql_err_t *err) {
+/* What an endpoint about one job reads of it, in the read transaction: 0, or an error set in
+ * err. */
+typedef int (*job_read_fn)(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err);
+
+/* Opens a read transaction, reads the job the path names and calls fn with it and ctx. Returns
+ * true when both succeeded (the caller answers); false after answering the error (ctx stays
+ * the caller's to release). */
+static bool read_job(ql_api_t *api, ql_http_req_t *req, job_read_fn fn, void *ctx) {
     ql_txn_t *txn = ql_api_begin_read(api, req);
-    if (txn)
-        *rc = path_job(txn, req, j, err);
-    return txn;
+    if (!txn)
+        return false;
+    ql_job_t j;
+    ql_err_t err = {0};
+    int rc = path_job(txn, req, &j, &err);
+    if (!rc) {
+        rc = fn(txn, &j, ctx, &err);
+        ql_job_free(&j);
+    }
+    ql_txn_abort(txn);
+    if (rc)
+        ql_api_fail_err(req, rc, &err);
+    return rc == 0;
+}
+
+static int detail_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err) {
+    int rc = ql_step_foreach(txn, &j->id, step_cb, ctx);
+    return rc ? ql_err_set(err, rc, "cannot read the steps: %s", ql_strerror(rc)) : 0;
 }
 
 static void h_detail(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    ql_job_t j;
-    ql_err_t err = {0};
-    int rc;
-    ql_txn_t *txn = begin_job(api, req, &j, &rc, &err);
-    if (!txn)
-        return;
     ql_api_jw_t w;
     ql_api_jw_envelope(&w);
     ql_api_jw_open(&w, '[');
     steps_t st = {.w = &w, .now = ql_api_now(api)};
-    if (!rc) {
-        if ((rc = ql_step_foreach(txn, &j.id, step_cb, &st)))
-            ql_err_set(&err, rc, "cannot read the steps: %s", ql_strerror(rc));
-        ql_job_free(&j);
-    }
-    ql_txn_abort(txn);
-    if (rc) {
+    if (!read_job(api, req, detail_fn, &st)) {
         ql_api_jw_free(&w);
-        ql_api_fail_err(req, rc, &err);
         return;
     }
     ql_api_jw_close(&w, ']');
@@ -521,43 +528,44 @@ static char *read_log_tail(ql_api_t *api, const char *job, const char *step) {
     return buf;
 }
 
+typedef struct {
+    ql_http_req_t *req;
+    const char *step_id;
+    char *out; /* owned */
+    size_t len;
+    bool running;
+} output_t;
+
+static int output_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err) {
+    output_t *o = ctx;
+    ql_id_t sj;
+    uint32_t seq;
+    ql_step_t s;
+    int rc;
+    if (ql_step_id_parse(o->step_id, &sj, &seq) || !ql_id_eq(&sj, &j->id))
+        return ql_err_set(err, QL_ENOTFOUND, "step '%.64s' is not a step of job %s", o->step_id,
+                          ql_http_req_param(o->req, "job_id"));
+    if ((rc = ql_step_get(txn, &j->id, seq, &s)) == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "step %s not found", o->step_id);
+    if (rc)
+        return rc;
+    o->running = s.state == QL_RUNNING;
+    ql_step_free(&s);
+    rc = ql_output_get(txn, &j->id, seq, &o->out, &o->len);
+    return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
 static void h_output(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    ql_job_t j;
-    ql_err_t err = {0};
-    int rc;
-    ql_txn_t *txn = begin_job(api, req, &j, &rc, &err);
-    if (!txn)
-        return;
     const char *step_id = ql_http_req_param(req, "step_id");
-    char *out = NULL;
-    size_t len = 0;
-    bool running = false;
-    if (!rc) {
-        ql_id_t sj;
-        uint32_t seq;
-        ql_step_t s;
-        if (ql_step_id_parse(step_id, &sj, &seq) || !ql_id_eq(&sj, &j.id))
-            rc = ql_err_set(&err, QL_ENOTFOUND, "step '%.64s' is not a step of job %s", step_id,
-                            ql_http_req_param(req, "job_id"));
-        else if ((rc = ql_step_get(txn, &j.id, seq, &s)) == QL_ENOTFOUND)
-            ql_err_set(&err, rc, "step %s not found", step_id);
-        else if (!rc) {
-            running = s.state == QL_RUNNING;
-            ql_step_free(&s);
-            rc = ql_output_get(txn, &j.id, seq, &out, &len);
-            if (rc == QL_ENOTFOUND)
-                rc = 0;
-        }
-        ql_job_free(&j);
-    }
-    ql_txn_abort(txn);
-    if (rc) {
-        free(out);
-        ql_api_fail_err(req, rc, &err);
+    output_t r = {.req = req, .step_id = step_id};
+    if (!read_job(api, req, output_fn, &r)) {
+        free(r.out);
         return;
     }
-    if (!out && running) {
+    char *out = r.out;
+    size_t len = r.len;
+    if (!out && r.running) {
         char job[QL_ID_STR_LEN + 1];
         snprintf(job, sizeof job, "%s", ql_http_req_param(req, "job_id"));
         out = read_log_tail(api, job, step_id);
