@@ -133,6 +133,26 @@ bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
     return true;
 }
 
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, ql_api_body_t *body) {
+    if (!ql_api_begin(api, req, API_WRITE))
+        return false;
+    body->p = ql_http_req_body(req, &body->len);
+    return true;
+}
+
+ql_txn_t *ql_api_begin_read(ql_api_t *api, ql_http_req_t *req) {
+    return ql_api_begin(api, req, API_READ) ? ql_api_read_txn(api, req) : NULL;
+}
+
+bool ql_api_body_refused(ql_http_req_t *req, int rc, json_t **root, const ql_err_t *err) {
+    if (!rc)
+        return false;
+    json_decref(*root);
+    *root = NULL;
+    ql_api_fail_err(req, QL_EINVAL, err);
+    return true;
+}
+
 bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
                    ql_write_done_cb done) {
     int rc =
@@ -194,10 +214,15 @@ int64_t ql_api_now(ql_api_t *api) {
 
 /* ---- query parameters and paging ---- */
 
+const char *ql_api_query_given(ql_http_req_t *req, const char *key) {
+    const char *v = ql_http_req_query(req, key);
+    return v && v[0] ? v : NULL;
+}
+
 int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t min, int64_t max,
                      int64_t *out, ql_err_t *err) {
-    const char *v = ql_http_req_query(req, key);
-    if (!v || !v[0]) {
+    const char *v = ql_api_query_given(req, key);
+    if (!v) {
         *out = def;
         return 0;
     }
@@ -212,8 +237,8 @@ int ql_api_query_int(ql_http_req_t *req, const char *key, int64_t def, int64_t m
 }
 
 int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err) {
-    const char *v = ql_http_req_query(req, key);
-    if (!v || !v[0])
+    const char *v = ql_api_query_given(req, key);
+    if (!v)
         *out = def;
     else if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
         *out = true;
@@ -229,8 +254,8 @@ int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t 
     int rc = ql_api_query_int(req, "page_offset", 0, 0, INT32_MAX, &off, err);
     if (rc)
         return rc;
-    const char *v = ql_http_req_query(req, "page_size");
-    if (v && v[0] && ql_api_parse_i64(v, &size) == 0 && size > max)
+    const char *v = ql_api_query_given(req, "page_size");
+    if (v && ql_api_parse_i64(v, &size) == 0 && size > max)
         return ql_err_set(err, QL_EINVAL,
                           "page_size: %lld is larger than this server's maximum %lld "
                           "(qilin.api.page-size-max)",
@@ -246,6 +271,50 @@ uint64_t ql_api_page_first(const ql_api_page_t *p) {
     if (p->limit && p->offset > UINT64_MAX / p->limit)
         return UINT64_MAX;
     return p->offset * p->limit;
+}
+
+bool ql_api_begin_page(ql_api_t *api, ql_http_req_t *req, ql_api_page_t *page) {
+    if (!ql_api_begin(api, req, API_READ))
+        return false;
+    ql_err_t err = {0};
+    if (ql_api_paging(req, api->page_size_max, page, &err)) {
+        ql_api_fail_err(req, QL_EINVAL, &err);
+        return false;
+    }
+    return true;
+}
+
+ql_api_pager_t ql_api_pager(const ql_api_page_t *p) {
+    return (ql_api_pager_t){.first = ql_api_page_first(p), .limit = p->limit};
+}
+
+bool ql_api_pager_take(ql_api_pager_t *p) {
+    uint64_t i = p->seen++;
+    return i >= p->first && i - p->first < p->limit;
+}
+
+bool ql_api_pager_full(const ql_api_pager_t *p) {
+    return p->seen >= p->first + p->limit;
+}
+
+bool ql_api_name_contains(const char *name, const char *filter) {
+    if (!filter || !filter[0])
+        return true;
+    size_t n = strlen(filter);
+    for (const char *p = name; *p; p++)
+        if (strncasecmp(p, filter, n) == 0)
+            return true;
+    return false;
+}
+
+int ql_api_add_routes(ql_api_t *api, const ql_api_route_t *routes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = ql_http_router_add(api->router, routes[i].method, routes[i].pattern,
+                                    routes[i].name, QL_HTTP_ROUTE_AUTH, routes[i].fn, api);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 /* ---- lookups ---- */

@@ -73,6 +73,21 @@ enum {
  * false when the request must stop here. */
 bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags);
 
+/* A request body: len bytes at p, borrowed from the request (valid until it is answered). */
+typedef struct ql_api_body {
+    const char *p;
+    size_t len;
+} ql_api_body_t;
+/* ql_api_begin for a write, and its body to *body. Returns false after answering, like
+ * ql_api_begin. */
+bool ql_api_begin_write(ql_api_t *api, ql_http_req_t *req, ql_api_body_t *body);
+/* ql_api_begin for a read, then ql_api_read_txn: the transaction (the caller aborts it), or
+ * NULL after answering. */
+ql_txn_t *ql_api_begin_read(ql_api_t *api, ql_http_req_t *req);
+/* After a body parser (ql_api_parse_*) returned rc: when rc fails, releases *root, answers 400
+ * with err and returns true; else returns false and the caller keeps *root. */
+bool ql_api_body_refused(ql_http_req_t *req, int rc, json_t **root, const ql_err_t *err);
+
 /* ---- the gate in front of the router (api_gate.c) ---------------------------------- */
 
 /* Fills h (caller's; ql_api_hosts_free) with the Host names a server listening on listen_host
@@ -145,7 +160,25 @@ typedef struct ql_api_page {
 int ql_api_paging(ql_http_req_t *req, int64_t max, ql_api_page_t *out, ql_err_t *err);
 /* The index of the first item of the page (saturating). */
 uint64_t ql_api_page_first(const ql_api_page_t *p);
+/* ql_api_begin for a read of a listing, then ql_api_paging into *page: false after answering
+ * (400 naming the parameter when the paging is wrong). */
+bool ql_api_begin_page(ql_api_t *api, ql_http_req_t *req, ql_api_page_t *page);
 
+/* Walks a listing through its page: ql_api_pager_take counts one more item and tells whether
+ * it falls on the page; ql_api_pager_full tells whether the page is complete (a listing whose
+ * total is known can stop there). */
+typedef struct ql_api_pager {
+    uint64_t first, limit, seen;
+} ql_api_pager_t;
+ql_api_pager_t ql_api_pager(const ql_api_page_t *p);
+bool ql_api_pager_take(ql_api_pager_t *p);
+bool ql_api_pager_full(const ql_api_pager_t *p);
+
+/* Whether name contains filter, ignoring case; a NULL or empty filter matches every name. */
+bool ql_api_name_contains(const char *name, const char *filter);
+
+/* A query parameter (borrowed from req), NULL when it is absent or empty. */
+const char *ql_api_query_given(ql_http_req_t *req, const char *key);
 /* A query parameter as a bool (true/false, 1/0), default def when absent. */
 int ql_api_query_bool(ql_http_req_t *req, const char *key, bool def, bool *out, ql_err_t *err);
 /* A query parameter as an integer in [min, max], def when absent. */
@@ -311,6 +344,8 @@ void ql_api_jw_envelope(ql_api_jw_t *w);
 void ql_api_jw_respond(ql_http_req_t *req, ql_api_jw_t *w, const char *msg);
 /* {"value":[ ... and ],"offset":N,"limit":N,"total_size":N} */
 void ql_api_jw_page_open(ql_api_jw_t *w);
+/* ql_api_jw_envelope, then ql_api_jw_page_open: the start of a listing's answer. */
+void ql_api_jw_page_start(ql_api_jw_t *w);
 void ql_api_jw_page_close(ql_api_jw_t *w, const ql_api_page_t *p, uint64_t total);
 
 /* ---- records as JSON (api_records.c) ------------------------------------------------- */
@@ -321,6 +356,9 @@ void ql_api_jw_segment(ql_api_jw_t *w, const ql_segment_t *s);
 /* now: for the duration of a running job or step. */
 void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now);
 void ql_api_jw_step(ql_api_jw_t *w, const ql_step_t *s, int64_t now);
+/* A job's running time in ms: to its end, or to now while it runs, or to its last change while
+ * it waits (paused, in error); 0 before it started. */
+int64_t ql_api_job_duration(const ql_job_t *j, int64_t now);
 json_t *ql_api_id_json(const ql_id_t *id); /* the 36-character form; "" for the zero id */
 /* Kylin's segment name: yyyyMMddHHmmss_yyyyMMddHHmmss in UTC, FULL_BUILD for a full load. */
 void ql_api_segment_name(int64_t start, int64_t end, char *buf, size_t cap);
@@ -338,6 +376,15 @@ int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsig
                      ql_model_t *out, ql_err_t *err);
 
 /* ---- route registration (one per resource file) ---------------------------------------- */
+
+/* One authenticated route: method, pattern (with QL_API_BASE), route name, handler. */
+typedef struct ql_api_route {
+    const char *method, *pattern, *name;
+    ql_http_handler_cb fn;
+} ql_api_route_t;
+/* Adds the n routes (borrowed, constants) to api's router with QL_HTTP_ROUTE_AUTH and api as
+ * the handlers' arg. Returns 0 or the first error of ql_http_router_add. */
+int ql_api_add_routes(ql_api_t *api, const ql_api_route_t *routes, size_t n);
 
 int ql_api_routes_projects(ql_api_t *api);
 int ql_api_routes_models(ql_api_t *api);

@@ -98,15 +98,14 @@ static int check_actions(ql_txn_t *txn, const ql_api_ids_req_t *r, ql_err_t *err
 
 static void h_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     action_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (!op)
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_err_t err = {0};
-    int rc = ql_api_parse_job_status(body, len, &op->r, &err);
+    int rc = ql_api_parse_job_status(body.p, body.len, &op->r, &err);
     if (!rc) {
         ql_txn_t *txn = ql_api_read_txn(api, req);
         if (!txn) {

@@ -67,20 +67,12 @@ typedef struct list {
     bool decode_filters;
     sort_key_t sort;
     bool reverse;
-    uint64_t first, limit, seen;
+    ql_api_pager_t pg;
     ql_api_jw_t *w;
     sort_rec_t *recs;
     size_t n_recs, cap_recs;
     int rc;
 } list_t;
-
-static bool contains_ci(const char *hay, const char *needle) {
-    size_t n = strlen(needle);
-    for (const char *p = hay; *p; p++)
-        if (strncasecmp(p, needle, n) == 0)
-            return true;
-    return n == 0;
-}
 
 static bool job_matches(const list_t *l, const ql_job_t *j) {
     if (l->since != INT64_MIN && j->create_time < l->since)
@@ -95,17 +87,11 @@ static bool job_matches(const list_t *l, const ql_job_t *j) {
     if (l->key && l->key[0]) {
         char id[QL_ID_STR_LEN + 1];
         ql_id_format(&j->id, id);
-        if (!contains_ci(j->model_name, l->key) && strncasecmp(id, l->key, strlen(l->key)) != 0)
+        if (!ql_api_name_contains(j->model_name, l->key) &&
+            strncasecmp(id, l->key, strlen(l->key)) != 0)
             return false;
     }
     return true;
-}
-
-static int64_t job_duration(const ql_job_t *j, int64_t now) {
-    if (j->start_time <= 0)
-        return 0;
-    int64_t stop = j->end_time > 0 ? j->end_time : j->state == QL_RUNNING ? now : j->modify_time;
-    return stop > j->start_time ? stop - j->start_time : 0;
 }
 
 static int push_rec(list_t *l, const ql_job_t *j) {
@@ -135,7 +121,7 @@ static int push_rec(list_t *l, const ql_job_t *j) {
         r->k = j->end_time;
         break;
     case SORT_DURATION:
-        r->k = job_duration(j, l->now);
+        r->k = ql_api_job_duration(j, l->now);
         break;
     case SORT_PRIORITY:
         r->k = j->priority;
@@ -194,10 +180,10 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
     /* Index order is the answer's order: what precedes the page needs no decoding unless a
      * filter has to look at the record. */
     if (in_order && !l->decode_filters) {
-        uint64_t i = l->seen++;
-        if (i < l->first)
+        uint64_t i = l->pg.seen++;
+        if (i < l->pg.first)
             return 0;
-        if (i - l->first >= l->limit)
+        if (i - l->pg.first >= l->pg.limit)
             return 1;
     }
     ql_job_t j;
@@ -213,10 +199,8 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
             rc = push_rec(l, &j);
     } else if (!l->decode_filters) {
         rc = page_add(l, &j);
-    } else if (job_matches(l, &j)) {
-        uint64_t i = l->seen++;
-        if (i >= l->first && i - l->first < l->limit)
-            rc = page_add(l, &j);
+    } else if (job_matches(l, &j) && ql_api_pager_take(&l->pg)) {
+        rc = page_add(l, &j);
     }
     ql_job_free(&j);
     if (rc)
@@ -234,8 +218,8 @@ static int copy_value(char *dst, size_t cap, const char *field, const char *v, q
 }
 
 static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *err) {
-    const char *project = ql_http_req_query(req, "project");
-    if (project && project[0]) {
+    const char *project = ql_api_query_given(req, "project");
+    if (project) {
         if (strlen(project) > QL_NAME_MAX)
             return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
         snprintf(l->project_buf, sizeof l->project_buf, "%s", project);
@@ -267,8 +251,8 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
         l->names[i] = l->names_buf[i];
     }
     l->n_names = n;
-    const char *key = ql_http_req_query(req, "key");
-    if (key && key[0]) {
+    const char *key = ql_api_query_given(req, "key");
+    if (key) {
         int rc = copy_value(l->key_buf, sizeof l->key_buf, "key", key, err);
         if (rc)
             return rc;
@@ -303,8 +287,7 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
     ql_api_page_t page;
     if ((rc = ql_api_paging(req, api->page_size_max, &page, err)))
         return rc;
-    l->first = ql_api_page_first(&page);
-    l->limit = page.limit;
+    l->pg = ql_api_pager(&page);
     return 0;
 }
 
@@ -336,7 +319,7 @@ static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_
     if (!rc && l->sort != SORT_MODIFIED) {
         qsort(l->recs, l->n_recs, sizeof *l->recs, l->reverse ? cmp_rec_rev : cmp_rec);
         total = l->n_recs;
-        for (uint64_t i = l->first; !rc && i < l->n_recs && i - l->first < l->limit; i++) {
+        for (uint64_t i = l->pg.first; !rc && i < l->n_recs && i - l->pg.first < l->pg.limit; i++) {
             ql_job_t j;
             if ((rc = ql_job_get(txn, &l->recs[i].id, 0, &j)) == 0) {
                 rc = page_add(l, &j);
@@ -344,7 +327,7 @@ static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_
             }
         }
     } else if (!counted) {
-        total = l->seen;
+        total = l->pg.seen;
     }
     free_recs(l);
     l->recs = NULL;
@@ -415,10 +398,9 @@ static void h_list(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, rc, &err);
         return;
     }
-    lw->page.offset = l->limit ? l->first / l->limit : 0;
-    lw->page.limit = l->limit;
-    ql_api_jw_envelope(&lw->w);
-    ql_api_jw_page_open(&lw->w);
+    lw->page.offset = l->pg.limit ? l->pg.first / l->pg.limit : 0;
+    lw->page.limit = l->pg.limit;
+    ql_api_jw_page_start(&lw->w);
     l->w = &lw->w;
     if (l->sort != SORT_MODIFIED || l->decode_filters) {
         lw->api = api;
@@ -461,8 +443,8 @@ static int path_job(ql_txn_t *txn, ql_http_req_t *req, ql_job_t *out, ql_err_t *
         return ql_err_set(err, rc, "job %s not found", ids);
     if (rc)
         return ql_err_set(err, rc, "cannot read job %s: %s", ids, ql_strerror(rc));
-    const char *project = ql_http_req_query(req, "project");
-    if (project && project[0] && strcmp(project, out->project) != 0) {
+    const char *project = ql_api_query_given(req, "project");
+    if (project && strcmp(project, out->project) != 0) {
         ql_job_free(out);
         return ql_err_set(err, QL_ENOTFOUND, "job %s not found in project '%.100s'", ids, project);
     }
@@ -480,29 +462,43 @@ static int step_cb(const ql_step_t *s, void *arg) {
     return st->w->b.failed ? UV_ENOMEM : 0;
 }
 
-static void h_detail(ql_http_req_t *req, void *arg) {
-    ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
-    ql_txn_t *txn = ql_api_read_txn(api, req);
+/* What an endpoint about one job reads of it, in the read transaction: 0, or an error set in
+ * err. */
+typedef int (*job_read_fn)(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err);
+
+/* Opens a read transaction, reads the job the path names and calls fn with it and ctx. Returns
+ * true when both succeeded (the caller answers); false after answering the error (ctx stays
+ * the caller's to release). */
+static bool read_job(ql_api_t *api, ql_http_req_t *req, job_read_fn fn, void *ctx) {
+    ql_txn_t *txn = ql_api_begin_read(api, req);
     if (!txn)
-        return;
+        return false;
     ql_job_t j;
     ql_err_t err = {0};
     int rc = path_job(txn, req, &j, &err);
+    if (!rc) {
+        rc = fn(txn, &j, ctx, &err);
+        ql_job_free(&j);
+    }
+    ql_txn_abort(txn);
+    if (rc)
+        ql_api_fail_err(req, rc, &err);
+    return rc == 0;
+}
+
+static int detail_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err) {
+    int rc = ql_step_foreach(txn, &j->id, step_cb, ctx);
+    return rc ? ql_err_set(err, rc, "cannot read the steps: %s", ql_strerror(rc)) : 0;
+}
+
+static void h_detail(ql_http_req_t *req, void *arg) {
+    ql_api_t *api = arg;
     ql_api_jw_t w;
     ql_api_jw_envelope(&w);
     ql_api_jw_open(&w, '[');
     steps_t st = {.w = &w, .now = ql_api_now(api)};
-    if (!rc) {
-        if ((rc = ql_step_foreach(txn, &j.id, step_cb, &st)))
-            ql_err_set(&err, rc, "cannot read the steps: %s", ql_strerror(rc));
-        ql_job_free(&j);
-    }
-    ql_txn_abort(txn);
-    if (rc) {
+    if (!read_job(api, req, detail_fn, &st)) {
         ql_api_jw_free(&w);
-        ql_api_fail_err(req, rc, &err);
         return;
     }
     ql_api_jw_close(&w, ']');
@@ -532,45 +528,44 @@ static char *read_log_tail(ql_api_t *api, const char *job, const char *step) {
     return buf;
 }
 
+typedef struct {
+    ql_http_req_t *req;
+    const char *step_id;
+    char *out; /* owned */
+    size_t len;
+    bool running;
+} output_t;
+
+static int output_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err) {
+    output_t *o = ctx;
+    ql_id_t sj;
+    uint32_t seq;
+    ql_step_t s;
+    int rc;
+    if (ql_step_id_parse(o->step_id, &sj, &seq) || !ql_id_eq(&sj, &j->id))
+        return ql_err_set(err, QL_ENOTFOUND, "step '%.64s' is not a step of job %s", o->step_id,
+                          ql_http_req_param(o->req, "job_id"));
+    if ((rc = ql_step_get(txn, &j->id, seq, &s)) == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "step %s not found", o->step_id);
+    if (rc)
+        return rc;
+    o->running = s.state == QL_RUNNING;
+    ql_step_free(&s);
+    rc = ql_output_get(txn, &j->id, seq, &o->out, &o->len);
+    return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
 static void h_output(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
-    ql_txn_t *txn = ql_api_read_txn(api, req);
-    if (!txn)
-        return;
-    ql_job_t j;
-    ql_err_t err = {0};
-    int rc = path_job(txn, req, &j, &err);
     const char *step_id = ql_http_req_param(req, "step_id");
-    char *out = NULL;
-    size_t len = 0;
-    bool running = false;
-    if (!rc) {
-        ql_id_t sj;
-        uint32_t seq;
-        ql_step_t s;
-        if (ql_step_id_parse(step_id, &sj, &seq) || !ql_id_eq(&sj, &j.id))
-            rc = ql_err_set(&err, QL_ENOTFOUND, "step '%.64s' is not a step of job %s", step_id,
-                            ql_http_req_param(req, "job_id"));
-        else if ((rc = ql_step_get(txn, &j.id, seq, &s)) == QL_ENOTFOUND)
-            ql_err_set(&err, rc, "step %s not found", step_id);
-        else if (!rc) {
-            running = s.state == QL_RUNNING;
-            ql_step_free(&s);
-            rc = ql_output_get(txn, &j.id, seq, &out, &len);
-            if (rc == QL_ENOTFOUND)
-                rc = 0;
-        }
-        ql_job_free(&j);
-    }
-    ql_txn_abort(txn);
-    if (rc) {
-        free(out);
-        ql_api_fail_err(req, rc, &err);
+    output_t r = {.req = req, .step_id = step_id};
+    if (!read_job(api, req, output_fn, &r)) {
+        free(r.out);
         return;
     }
-    if (!out && running) {
+    char *out = r.out;
+    size_t len = r.len;
+    if (!out && r.running) {
         char job[QL_ID_STR_LEN + 1];
         snprintf(job, sizeof job, "%s", ql_http_req_param(req, "job_id"));
         out = read_log_tail(api, job, step_id);
@@ -593,14 +588,10 @@ static void h_output(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_jobs(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs", "jobs.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/jobs/{job_id}/detail",
-                                 "jobs.detail", QL_HTTP_ROUTE_AUTH, h_detail, api)) ||
-        (rc = ql_http_router_add(api->router, "GET",
-                                 QL_API_BASE "/jobs/{job_id}/steps/{step_id}/output",
-                                 "jobs.step_output", QL_HTTP_ROUTE_AUTH, h_output, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"GET", QL_API_BASE "/jobs", "jobs.list", h_list},
+        {"GET", QL_API_BASE "/jobs/{job_id}/detail", "jobs.detail", h_detail},
+        {"GET", QL_API_BASE "/jobs/{job_id}/steps/{step_id}/output", "jobs.step_output", h_output},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }

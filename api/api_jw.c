@@ -325,6 +325,11 @@ void ql_api_jw_page_open(ql_api_jw_t *w) {
     ql_api_jw_open(w, '[');
 }
 
+void ql_api_jw_page_start(ql_api_jw_t *w) {
+    ql_api_jw_envelope(w);
+    ql_api_jw_page_open(w);
+}
+
 void ql_api_jw_page_close(ql_api_jw_t *w, const ql_api_page_t *p, uint64_t total) {
     ql_api_jw_close(w, ']');
     ql_api_jw_key(w, "offset");

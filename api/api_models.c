@@ -53,13 +53,12 @@ static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void h_create(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_api_model_req_t r;
     ql_err_t err = {0};
-    int rc = ql_api_parse_model(body, len, &r, &err);
+    int rc = ql_api_parse_model(body.p, body.len, &r, &err);
     json_decref(r.root);
     if (!rc && r.model.partitioned) {
         /* ICU checks the pattern here, on the loop thread, never inside the writer; the format
@@ -94,31 +93,24 @@ typedef struct {
     ql_txn_t *txn;
     const char *filter;
     bool exact;
-    uint64_t first, limit, seen;
+    ql_api_pager_t pg;
     bool counted; /* the total comes from counters: stop after the page */
     ql_api_jw_t *w;
 } list_t;
 
 static bool name_matches(const list_t *l, const char *name) {
-    if (!l->filter)
-        return true;
-    if (l->exact)
+    if (l->filter && l->exact)
         return strcasecmp(name, l->filter) == 0;
-    size_t n = strlen(l->filter);
-    for (const char *p = name; *p; p++)
-        if (strncasecmp(p, l->filter, n) == 0)
-            return true;
-    return false;
+    return ql_api_name_contains(name, l->filter);
 }
 
 static int model_cb(const ql_model_t *m, void *arg) {
     list_t *l = arg;
     if (!name_matches(l, m->name))
         return 0;
-    uint64_t i = l->seen++;
-    if (i >= l->first && i - l->first < l->limit)
+    if (ql_api_pager_take(&l->pg))
         ql_api_jw_model(l->w, m);
-    return l->counted && l->seen >= l->first + l->limit ? 1 : 0;
+    return l->counted && ql_api_pager_full(&l->pg) ? 1 : 0;
 }
 
 static int project_cb(const ql_project_t *p, void *arg) {
@@ -126,7 +118,7 @@ static int project_cb(const ql_project_t *p, void *arg) {
     int rc = ql_model_foreach(l->txn, p->name, model_cb, l);
     if (rc)
         return rc;
-    return l->counted && l->seen >= l->first + l->limit ? 1 : 0;
+    return l->counted && ql_api_pager_full(&l->pg) ? 1 : 0;
 }
 
 typedef struct {
@@ -144,33 +136,26 @@ static int count_cb(const ql_project_t *p, void *arg) {
 
 static void h_list(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
     ql_api_page_t page;
+    if (!ql_api_begin_page(api, req, &page))
+        return;
     ql_err_t err = {0};
     bool exact;
-    if (ql_api_paging(req, api->page_size_max, &page, &err) ||
-        ql_api_query_bool(req, "exact", false, &exact, &err)) {
+    if (ql_api_query_bool(req, "exact", false, &exact, &err)) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         return;
     }
-    const char *project = ql_http_req_query(req, "project");
-    const char *filter = ql_http_req_query(req, "model_name");
-    if (project && !project[0])
-        project = NULL;
-    if (filter && !filter[0])
-        filter = NULL;
+    const char *project = ql_api_query_given(req, "project");
+    const char *filter = ql_api_query_given(req, "model_name");
     ql_txn_t *txn = ql_api_read_txn(api, req);
     if (!txn)
         return;
     ql_api_jw_t w;
-    ql_api_jw_envelope(&w);
-    ql_api_jw_page_open(&w);
+    ql_api_jw_page_start(&w);
     list_t l = {.txn = txn,
                 .filter = filter,
                 .exact = exact,
-                .first = ql_api_page_first(&page),
-                .limit = page.limit,
+                .pg = ql_api_pager(&page),
                 .counted = filter == NULL,
                 .w = &w};
     uint64_t total = 0;
@@ -200,7 +185,7 @@ static void h_list(ql_http_req_t *req, void *arg) {
             ql_api_fail(req, rc, "cannot list the models: %s", ql_strerror(rc));
         return;
     }
-    ql_api_jw_page_close(&w, &page, filter ? l.seen : total);
+    ql_api_jw_page_close(&w, &page, filter ? l.pg.seen : total);
     ql_api_jw_respond(req, &w, NULL);
 }
 
@@ -292,17 +277,14 @@ static model_op_t *path_op(ql_api_t *api, ql_http_req_t *req, const char *projec
 
 static void h_segcfg(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_api_model_segcfg_req_t r;
     ql_err_t err = {0};
-    if (ql_api_parse_model_segcfg(body, len, &r, &err)) {
-        json_decref(r.root);
-        ql_api_fail_err(req, QL_EINVAL, &err);
+    if (ql_api_body_refused(req, ql_api_parse_model_segcfg(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
-    }
     model_op_t *op = path_op(api, req, r.project);
     if (!op) {
         json_decref(r.root);
@@ -315,17 +297,14 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
 
 static void h_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_api_model_status_req_t r;
     ql_err_t err = {0};
-    if (ql_api_parse_model_status(body, len, &r, &err)) {
-        json_decref(r.root);
-        ql_api_fail_err(req, QL_EINVAL, &err);
+    if (ql_api_body_refused(req, ql_api_parse_model_status(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
-    }
     model_op_t *op = path_op(api, req, r.project);
     if (op) {
         op->status = r.status;
@@ -363,11 +342,9 @@ static json_t *decision_json(const ql_decision_t *d) {
 
 static void h_auto_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
     const char *project = ql_http_req_query(req, "project");
     const char *name = ql_http_req_param(req, "model");
-    ql_txn_t *txn = ql_api_read_txn(api, req);
+    ql_txn_t *txn = ql_api_begin_read(api, req);
     if (!txn)
         return;
     ql_model_t m;
@@ -413,18 +390,13 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_models(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/models", "models.create",
-                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/models", "models.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/segment_config",
-                                 "models.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/models/{model}/status",
-                                 "models.status", QL_HTTP_ROUTE_AUTH, h_status, api)) ||
-        (rc = ql_http_router_add(
-             api->router, "GET", QL_API_BASE "/models/{model}/auto_segment_build/status",
-             "models.auto_build_status", QL_HTTP_ROUTE_AUTH, h_auto_status, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"POST", QL_API_BASE "/models", "models.create", h_create},
+        {"GET", QL_API_BASE "/models", "models.list", h_list},
+        {"PUT", QL_API_BASE "/models/{model}/segment_config", "models.segment_config", h_segcfg},
+        {"PUT", QL_API_BASE "/models/{model}/status", "models.status", h_status},
+        {"GET", QL_API_BASE "/models/{model}/auto_segment_build/status", "models.auto_build_status",
+         h_auto_status},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }

@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 typedef struct project_op {
     ql_api_op_t base;
@@ -57,17 +56,13 @@ static int create_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void h_create(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_api_project_req_t r;
     ql_err_t err = {0};
-    if (ql_api_parse_project(body, len, &r, &err)) {
-        json_decref(r.root);
-        ql_api_fail_err(req, QL_EINVAL, &err);
+    if (ql_api_body_refused(req, ql_api_parse_project(body.p, body.len, &r, &err), &r.root, &err))
         return;
-    }
     project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
         snprintf(op->project.name, sizeof op->project.name, "%s", r.name);
@@ -85,53 +80,32 @@ static void h_create(ql_http_req_t *req, void *arg) {
 
 typedef struct {
     const char *filter;
-    uint64_t first, limit, seen;
+    ql_api_pager_t pg;
     ql_api_jw_t *w;
 } list_t;
 
-static bool name_matches(const char *name, const char *filter) {
-    if (!filter || !filter[0])
-        return true;
-    size_t n = strlen(filter);
-    for (const char *p = name; *p; p++)
-        if (strncasecmp(p, filter, n) == 0)
-            return true;
-    return false;
-}
-
 static int list_cb(const ql_project_t *p, void *arg) {
     list_t *l = arg;
-    if (!name_matches(p->name, l->filter))
+    if (!ql_api_name_contains(p->name, l->filter))
         return 0;
-    uint64_t i = l->seen++;
-    if (i >= l->first && i - l->first < l->limit)
+    if (ql_api_pager_take(&l->pg))
         ql_api_jw_project(l->w, p);
     /* Without a filter the total comes from the counter: stop after the page. */
-    if (!l->filter && l->seen >= l->first + l->limit)
-        return 1;
-    return 0;
+    return !l->filter && ql_api_pager_full(&l->pg) ? 1 : 0;
 }
 
 static void h_list(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_READ))
-        return;
     ql_api_page_t page;
-    ql_err_t err = {0};
-    if (ql_api_paging(req, api->page_size_max, &page, &err)) {
-        ql_api_fail_err(req, QL_EINVAL, &err);
+    if (!ql_api_begin_page(api, req, &page))
         return;
-    }
-    const char *filter = ql_http_req_query(req, "project");
-    if (filter && !filter[0])
-        filter = NULL;
+    const char *filter = ql_api_query_given(req, "project");
     ql_txn_t *txn = ql_api_read_txn(api, req);
     if (!txn)
         return;
     ql_api_jw_t w;
-    ql_api_jw_envelope(&w);
-    ql_api_jw_page_open(&w);
-    list_t l = {.filter = filter, .first = ql_api_page_first(&page), .limit = page.limit, .w = &w};
+    ql_api_jw_page_start(&w);
+    list_t l = {.filter = filter, .pg = ql_api_pager(&page), .w = &w};
     uint64_t total = 0;
     int rc = filter ? 0 : ql_project_count(txn, &total);
     if (!rc)
@@ -142,7 +116,7 @@ static void h_list(ql_http_req_t *req, void *arg) {
         ql_api_fail(req, rc, "cannot list the projects: %s", ql_strerror(rc));
         return;
     }
-    ql_api_jw_page_close(&w, &page, filter ? l.seen : total);
+    ql_api_jw_page_close(&w, &page, filter ? l.pg.seen : total);
     ql_api_jw_respond(req, &w, NULL);
 }
 
@@ -196,15 +170,14 @@ static project_op_t *path_op(ql_api_t *api, ql_http_req_t *req) {
 
 static void h_config(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
     project_op_t *op = path_op(api, req);
     if (!op)
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_err_t err = {0};
-    if (ql_api_parse_config(body, len, &op->config, &err)) {
+    if (ql_api_parse_config(body.p, body.len, &op->config, &err)) {
         ql_api_fail_err(req, QL_EINVAL, &err);
         op_free(op);
         return;
@@ -215,18 +188,15 @@ static void h_config(ql_http_req_t *req, void *arg) {
 
 static void h_segcfg(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
-    if (!ql_api_begin(api, req, API_WRITE))
+    ql_api_body_t body;
+    if (!ql_api_begin_write(api, req, &body))
         return;
-    size_t len;
-    const char *body = ql_http_req_body(req, &len);
     ql_api_project_segcfg_req_t r;
     ql_err_t err = {0};
-    int rc = ql_api_parse_project_segcfg(body, len, &r, &err);
-    json_decref(r.root);
-    if (rc) {
-        ql_api_fail_err(req, QL_EINVAL, &err);
+    if (ql_api_body_refused(req, ql_api_parse_project_segcfg(body.p, body.len, &r, &err), &r.root,
+                            &err))
         return;
-    }
+    json_decref(r.root);
     project_op_t *op = path_op(api, req);
     if (!op)
         return;
@@ -236,16 +206,12 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
 }
 
 int ql_api_routes_projects(ql_api_t *api) {
-    int rc;
-    if ((rc = ql_http_router_add(api->router, "POST", QL_API_BASE "/projects", "projects.create",
-                                 QL_HTTP_ROUTE_AUTH, h_create, api)) ||
-        (rc = ql_http_router_add(api->router, "GET", QL_API_BASE "/projects", "projects.list",
-                                 QL_HTTP_ROUTE_AUTH, h_list, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT", QL_API_BASE "/projects/{project}/config",
-                                 "projects.config", QL_HTTP_ROUTE_AUTH, h_config, api)) ||
-        (rc = ql_http_router_add(api->router, "PUT",
-                                 QL_API_BASE "/projects/{project}/segment_config",
-                                 "projects.segment_config", QL_HTTP_ROUTE_AUTH, h_segcfg, api)))
-        return rc;
-    return 0;
+    static const ql_api_route_t routes[] = {
+        {"POST", QL_API_BASE "/projects", "projects.create", h_create},
+        {"GET", QL_API_BASE "/projects", "projects.list", h_list},
+        {"PUT", QL_API_BASE "/projects/{project}/config", "projects.config", h_config},
+        {"PUT", QL_API_BASE "/projects/{project}/segment_config", "projects.segment_config",
+         h_segcfg},
+    };
+    return ql_api_add_routes(api, routes, sizeof routes / sizeof routes[0]);
 }

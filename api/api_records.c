@@ -169,6 +169,10 @@ static int64_t duration(int64_t start, int64_t end, bool running, int64_t modify
     return stop > start ? stop - start : 0;
 }
 
+int64_t ql_api_job_duration(const ql_job_t *j, int64_t now) {
+    return duration(j->start_time, j->end_time, j->state == QL_RUNNING, j->modify_time, now);
+}
+
 void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
     ql_api_jw_open(w, '{');
     K(w, "id");
@@ -207,8 +211,7 @@ void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
     K(w, "exec_end_time");
     ql_api_jw_int(w, j->end_time);
     K(w, "duration");
-    ql_api_jw_int(
-        w, duration(j->start_time, j->end_time, j->state == QL_RUNNING, j->modify_time, now));
+    ql_api_jw_int(w, ql_api_job_duration(j, now));
     K(w, "steps_count");
     ql_api_jw_int(w, j->n_steps);
     ql_api_jw_close(w, '}');

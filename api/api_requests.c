@@ -36,6 +36,18 @@ static int check_project(const char *project, bool required, ql_err_t *err) {
     return 0;
 }
 
+/* parse_root for a body with a "project" field: *project borrowed from *root, checked by
+ * check_project. */
+static int parse_project_root(const char *body, size_t len, json_t **root,
+                              const ql_api_field_t *fields, bool required, const char **project,
+                              ql_err_t *err) {
+    int rc = parse_root(body, len, root, fields, err);
+    if (rc)
+        return rc;
+    *project = ql_api_json_str(*root, "project");
+    return check_project(*project, required, err);
+}
+
 int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err) {
     static const ql_api_field_t fields[] = {
         {"name", AJ_STRING, true}, {"description", AJ_STRING, false}, {NULL, 0, false}};
@@ -209,11 +221,8 @@ int ql_api_parse_model_segcfg(const char *body, size_t len, ql_api_model_segcfg_
                                          {"data_range_end_time", AJ_STRING, false},
                                          {NULL, 0, false}};
     memset(out, 0, sizeof *out);
-    int rc = parse_root(body, len, &out->root, fields, err);
+    int rc = parse_project_root(body, len, &out->root, fields, true, &out->project, err);
     if (rc)
-        return rc;
-    out->project = ql_api_json_str(out->root, "project");
-    if ((rc = check_project(out->project, true, err)))
         return rc;
     const json_t *a = json_object_get(out->root, "auto_segment_build");
     if ((rc = ql_api_json_check(a, "auto_segment_build", asb, err)))
@@ -252,11 +261,8 @@ int ql_api_parse_model_status(const char *body, size_t len, ql_api_model_status_
     static const ql_api_field_t fields[] = {
         {"project", AJ_STRING, true}, {"status", AJ_STRING, true}, {NULL, 0, false}};
     memset(out, 0, sizeof *out);
-    int rc = parse_root(body, len, &out->root, fields, err);
+    int rc = parse_project_root(body, len, &out->root, fields, true, &out->project, err);
     if (rc)
-        return rc;
-    out->project = ql_api_json_str(out->root, "project");
-    if ((rc = check_project(out->project, true, err)))
         return rc;
     const char *s = ql_api_json_str(out->root, "status");
     if (ql_model_status_parse(s, &out->status))
@@ -271,11 +277,8 @@ int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql
                                             {"priority", AJ_INT, false},
                                             {NULL, 0, false}};
     memset(out, 0, sizeof *out);
-    int rc = parse_root(body, len, &out->root, fields, err);
+    int rc = parse_project_root(body, len, &out->root, fields, true, &out->project, err);
     if (rc)
-        return rc;
-    out->project = ql_api_json_str(out->root, "project");
-    if ((rc = check_project(out->project, true, err)))
         return rc;
     bool hs = ql_api_json_has(out->root, "start"), he = ql_api_json_has(out->root, "end");
     if (hs != he)
@@ -342,11 +345,8 @@ int ql_api_parse_segments_put(const char *body, size_t len, ql_api_ids_req_t *ou
                                             {"ids", AJ_STRLIST, true},
                                             {NULL, 0, false}};
     memset(out, 0, sizeof *out);
-    int rc = parse_root(body, len, &out->root, fields, err);
+    int rc = parse_project_root(body, len, &out->root, fields, true, &out->project, err);
     if (rc)
-        return rc;
-    out->project = ql_api_json_str(out->root, "project");
-    if ((rc = check_project(out->project, true, err)))
         return rc;
     const char *type = ql_api_json_str(out->root, "type");
     if (strcmp(type, "MERGE") == 0)
@@ -367,11 +367,8 @@ int ql_api_parse_job_status(const char *body, size_t len, ql_api_ids_req_t *out,
                                             {"action", AJ_STRING, true},
                                             {NULL, 0, false}};
     memset(out, 0, sizeof *out);
-    int rc = parse_root(body, len, &out->root, fields, err);
+    int rc = parse_project_root(body, len, &out->root, fields, false, &out->project, err);
     if (rc)
-        return rc;
-    out->project = ql_api_json_str(out->root, "project");
-    if ((rc = check_project(out->project, false, err)))
         return rc;
     const char *action = ql_api_json_str(out->root, "action");
     if (ql_action_parse(action, &out->action))

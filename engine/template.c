@@ -76,14 +76,18 @@ void ql_stepdef_init(ql_stepdef_t *s) {
     s->sim_duration_ms = -1;
 }
 
+void ql_kv_free(ql_kv_t *kv, size_t n) {
+    for (size_t i = 0; kv && i < n; i++) {
+        free(kv[i].name);
+        free(kv[i].value);
+    }
+    free(kv);
+}
+
 void ql_stepdef_clear(ql_stepdef_t *s) {
     free(s->name);
     ql_yaml_strv_free(s->argv);
-    for (size_t i = 0; i < s->n_env; i++) {
-        free(s->env[i].name);
-        free(s->env[i].value);
-    }
-    free(s->env);
+    ql_kv_free(s->env, s->n_env);
     free(s->cwd);
     free(s->message);
     ql_when_free(s->when, s->n_when);

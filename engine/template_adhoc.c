@@ -14,11 +14,7 @@ void ql_adhoc_job_clear(ql_adhoc_job_t *job) {
     free(job->project);
     free(job->model);
     free(job->type);
-    for (size_t i = 0; i < job->n_params; i++) {
-        free(job->params[i].name);
-        free(job->params[i].value);
-    }
-    free(job->params);
+    ql_kv_free(job->params, job->n_params);
     for (size_t i = 0; i < job->n_steps; i++)
         ql_stepdef_clear(&job->steps[i]);
     free(job->steps);

@@ -21,15 +21,14 @@
  * own. Stores live in a fresh directory under --dir (default /tmp), removed unless --keep.
  */
 #include "bench.h"
+#include "bench_int.h"
 
 #include "scheduler/ql_dispatch.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -88,14 +87,8 @@ typedef struct {
     double anon_mib, file_mib; /* resident after the scans, dispatcher still alive */
 } result_t;
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static double ms_since(int64_t t0) {
-    return (double)(now_ns() - t0) / 1e6;
+    return (double)(ql_bench_now_ns() - t0) / 1e6;
 }
 
 /* CPU time of this process: on a shared machine a scan's wall time includes waiting for the
@@ -104,12 +97,6 @@ static int64_t cpu_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
 }
 
 /* Current anonymous (heap, stacks) and file-backed (the LMDB map, ICU data) resident memory
@@ -128,20 +115,6 @@ static void rss_split(double *anon, double *file) {
             *file = (double)kb / 1024.0;
     }
     fclose(f);
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static double dir_gib(const char *dir) {
-    char file[4100];
-    struct stat st;
-    snprintf(file, sizeof file, "%s/data.mdb", dir);
-    return stat(file, &st) == 0 ? (double)st.st_blocks * 512.0 / (1 << 30) : 0.0;
 }
 
 static int fail(const char *what, int rc, const char *msg) {
@@ -222,7 +195,7 @@ static int combo_bounds(const char *zone, int ci, const ql_datefmt_t *fmt, uint6
 }
 
 static int build_store(const char *dir, const opts_t *o, result_t *res) {
-    int64_t t0 = now_ns();
+    int64_t t0 = ql_bench_now_ns();
     ql_datefmt_t *fmt;
     ql_err_t err = {0};
     int rc = ql_datefmt_open("yyyy-MM-dd", &fmt, &err);
@@ -305,7 +278,7 @@ static int build_store(const char *dir, const opts_t *o, result_t *res) {
     if (rc)
         return fail("store set-up", rc, NULL);
     res->setup_s = ms_since(t0) / 1e3;
-    res->store_gib = dir_gib(dir);
+    res->store_gib = ql_bench_store_gib(dir);
     return 0;
 }
 
@@ -361,7 +334,7 @@ static int new_dispatcher(bench_t *b, size_t capacity, ql_dispatcher_t **out) {
 
 /* One scan; its wall and CPU time in ms and allocation count. Every cycle must be COVERED. */
 static int timed_scan(bench_t *b, ql_dispatcher_t *d, double *ms, double *cpu, int64_t *allocs) {
-    int64_t a0 = allocs_now(b), c0 = cpu_ns(), t0 = now_ns();
+    int64_t a0 = allocs_now(b), c0 = cpu_ns(), t0 = ql_bench_now_ns();
     int rc = ql_dispatcher_scan(d, NULL, NULL);
     *ms = ms_since(t0);
     *cpu = (double)(cpu_ns() - c0) / 1e6;
@@ -500,7 +473,7 @@ static int measure(const char *dir, const opts_t *o, result_t *res) {
     ql_writer_free(b.writer);
     ql_clock_free(b.clock);
     ql_store_close(b.store);
-    res->rss_mib = peak_rss_mib();
+    res->rss_mib = ql_bench_peak_rss_mib();
     return rc;
 }
 
@@ -545,14 +518,14 @@ static int run_config(const opts_t *base, uint64_t p, uint64_t m, uint64_t s, co
         if (stat(file, &st) != 0)
             rc = in_child(build_store, dir, &o, res);
         else
-            res->store_gib = dir_gib(dir);
+            res->store_gib = ql_bench_store_gib(dir);
     } else {
         rc = in_child(build_store, dir, &o, res);
     }
     if (!rc)
         rc = in_child(measure, dir, &o, res);
     if (!o.keep && !o.store_dir)
-        nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        ql_bench_rm_rf(dir);
     return rc;
 }
 

@@ -14,19 +14,17 @@
  * --dir (default /tmp), removed at the end unless --keep.
  */
 #include "bench.h"
+#include "bench_int.h"
 
 #include "storage/storage.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,38 +50,8 @@ typedef struct {
     char root[1024];
 } bench_t;
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static double secs_since(int64_t t0) {
-    return (double)(now_ns() - t0) / 1e9;
-}
-
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
-}
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
-static void rm_rf(const char *path) {
-    nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static double dir_gib(const char *dir) {
-    char file[1200];
-    struct stat st;
-    snprintf(file, sizeof file, "%s/data.mdb", dir);
-    return stat(file, &st) == 0 ? (double)st.st_blocks * 512.0 / (1 << 30) : 0.0;
+    return (double)(ql_bench_now_ns() - t0) / 1e9;
 }
 
 static int fail(const char *what, int rc, const char *msg) {
@@ -99,6 +67,14 @@ static int open_store(const char *path, ql_store_t **out) {
     if (rc)
         fail("open", rc, err.msg);
     return rc;
+}
+
+/* Opens (creating) the store of one phase, in ROOT/name; its path to dir (cap bytes). Returns 0
+ * or 1 (printed). */
+static int open_phase_store(const bench_t *b, const char *name, char *dir, size_t cap,
+                            ql_store_t **out) {
+    snprintf(dir, cap, "%s/%s", b->root, name);
+    return open_store(dir, out) ? 1 : 0;
 }
 
 static const ql_step_spec_t steps[2] = {
@@ -167,7 +143,7 @@ static int build_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void *submitter_main(void *arg) {
     txrun_t *r = arg;
-    while (now_ns() < r->deadline) {
+    while (ql_bench_now_ns() < r->deadline) {
         uint64_t k = atomic_fetch_add(&r->next, 1);
         build_arg_t b = {.model = &r->models[k % r->n_models],
                          .start = BASE_MS + (int64_t)(k / r->n_models) * DAY_MS};
@@ -193,9 +169,8 @@ static void *submitter_main(void *arg) {
 
 static int phase_txrate(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/txrate", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "txrate", dir, sizeof dir, &store))
         return 1;
     /* Builds rotate over the models, as daily builds of many models do; fewer models put the
      * records of one commit on fewer pages (see --tx-models). */
@@ -222,7 +197,7 @@ static int phase_txrate(bench_t *b) {
                     return fail("writer", rc, NULL);
             }
             pthread_t *th = calloc((size_t)nt, sizeof *th);
-            int64_t t0 = now_ns();
+            int64_t t0 = ql_bench_now_ns();
             r.deadline = t0 + (int64_t)(b->o.seconds * 1e9);
             for (int i = 0; i < nt; i++)
                 pthread_create(&th[i], NULL, submitter_main, &r);
@@ -247,10 +222,26 @@ static int phase_txrate(bench_t *b) {
             fflush(stdout);
         }
     }
-    printf("store after (a): %.2f GiB on disk\n", dir_gib(dir));
+    printf("store after (a): %.2f GiB on disk\n", ql_bench_store_gib(dir));
     free(models);
     ql_store_close(store);
     return 0;
+}
+
+/* The set-up of a phase: nm model ids (owned by the caller) for nm new models, or NULL
+ * (printed). *t0 is when the set-up began, for its timing. */
+static ql_id_t *set_up_models(ql_store_t *store, uint64_t nm, int64_t *t0) {
+    ql_id_t *models = calloc(nm, sizeof *models);
+    if (!models) {
+        fail("set-up", UV_ENOMEM, NULL);
+        return NULL;
+    }
+    *t0 = ql_bench_now_ns();
+    if (create_models(store, models, nm)) {
+        free(models);
+        return NULL;
+    }
+    return models;
 }
 
 /* ---- (b) overlap query latency ---- */
@@ -275,16 +266,13 @@ static void print_latency(const char *what, int64_t *lat, uint64_t n, uint64_t h
 
 static int phase_overlap(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/segments", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "segments", dir, sizeof dir, &store))
         return 1;
     uint64_t nm = b->o.models, per = b->o.segs_per_model;
-    ql_id_t *models = calloc(nm, sizeof *models);
+    int64_t t0;
+    ql_id_t *models = set_up_models(store, nm, &t0);
     if (!models)
-        return fail("set-up", UV_ENOMEM, NULL);
-    int64_t t0 = now_ns();
-    if (create_models(store, models, nm))
         return 1;
     /* One day per segment, consecutive: the shape of a daily-built model. Transactions of
      * about 50000 segments keep set-up time sane without giant dirty lists. */
@@ -323,7 +311,7 @@ static int phase_overlap(bench_t *b) {
     printf("(b) overlap query on %llu models x %llu segments = %llu segments\n",
            (unsigned long long)nm, (unsigned long long)per, (unsigned long long)total);
     printf("  set-up: %.1f s (%.0f segments/s), %.2f GiB on disk\n", setup, (double)total / setup,
-           dir_gib(dir));
+           ql_bench_store_gib(dir));
 
     /* Random model, random range of 1 to 3 days anywhere in (and a little past) its span. */
     uint64_t q = b->o.queries, seed = 0x2545f4914f6cdd1dull;
@@ -342,14 +330,14 @@ static int phase_overlap(bench_t *b) {
             int64_t s = BASE_MS + (int64_t)(xorshift(&seed) % ((per + 2) * 24)) * 3600000;
             int64_t e = s + (int64_t)(1 + xorshift(&seed) % 3) * DAY_MS;
             size_t n = 0;
-            int64_t q0 = now_ns();
+            int64_t q0 = ql_bench_now_ns();
             ql_txn_t *qt = rt;
             if (pass == 1 && (rc = ql_txn_begin(store, false, &qt)))
                 return fail("read", rc, NULL);
             rc = ql_segment_overlapping(qt, m, s, e, out, 8, &n);
             if (pass == 1)
                 ql_txn_abort(qt);
-            lat[i] = now_ns() - q0;
+            lat[i] = ql_bench_now_ns() - q0;
             if (rc)
                 return fail("query", rc, NULL);
             hits += n;
@@ -409,7 +397,7 @@ static int page_cb(const ql_id_t *id, ql_state_t st, int64_t mtime, void *arg) {
 
 /* Open + what a server's first job list request reads: the count and one page of jobs. */
 static int open_and_first_read(const char *dir, double *ms, ql_store_t **out) {
-    int64_t t0 = now_ns();
+    int64_t t0 = ql_bench_now_ns();
     ql_store_t *store;
     if (open_store(dir, &store))
         return 1;
@@ -430,7 +418,7 @@ static int open_and_first_read(const char *dir, double *ms, ql_store_t **out) {
             ql_job_free(&j);
     }
     ql_txn_abort(t);
-    *ms = (double)(now_ns() - t0) / 1e6;
+    *ms = (double)(ql_bench_now_ns() - t0) / 1e6;
     if (rc || page.n != 20 || total == 0) {
         ql_store_close(store);
         return fail("first read", rc, "fewer jobs than a page");
@@ -441,16 +429,13 @@ static int open_and_first_read(const char *dir, double *ms, ql_store_t **out) {
 
 static int phase_open(bench_t *b) {
     char dir[1100];
-    snprintf(dir, sizeof dir, "%s/jobs", b->root);
     ql_store_t *store;
-    if (open_store(dir, &store))
+    if (open_phase_store(b, "jobs", dir, sizeof dir, &store))
         return 1;
     uint64_t nj = b->o.jobs, nm = (nj + MODEL_JOBS - 1) / MODEL_JOBS;
-    ql_id_t *models = calloc(nm, sizeof *models);
+    int64_t t0;
+    ql_id_t *models = set_up_models(store, nm, &t0);
     if (!models)
-        return fail("set-up", UV_ENOMEM, NULL);
-    int64_t t0 = now_ns();
-    if (create_models(store, models, nm))
         return 1;
     /* 99% of the jobs finished (SUCCEED, segment READY), the last of each model still READY:
      * what a store looks like after a long life. */
@@ -492,7 +477,7 @@ static int phase_open(bench_t *b) {
     printf("(c) store with %llu jobs (%llu models, 2 steps each, 99%% SUCCEED)\n",
            (unsigned long long)nj, (unsigned long long)nm);
     printf("  set-up: %.1f s (%.0f jobs/s), %.2f GiB on disk\n", setup, (double)nj / setup,
-           dir_gib(dir));
+           ql_bench_store_gib(dir));
 
     double warm, cold;
     if (open_and_first_read(dir, &warm, &store))
@@ -510,7 +495,7 @@ static int phase_open(bench_t *b) {
     printf("  open + first read (count + a page of 20 jobs): %.2f ms warm, %.2f ms cold%s\n", warm,
            cold, dropped ? "" : " (page cache not dropped)");
     ql_fsck_report_t r;
-    int64_t f0 = now_ns();
+    int64_t f0 = ql_bench_now_ns();
     if ((rc = ql_store_fsck(store, NULL, &r)))
         return fail("fsck", rc, NULL);
     printf("  fsck: %.1f s for %llu jobs, %llu steps, %llu segments: %llu violations, %llu "
@@ -649,7 +634,7 @@ int ql_bench_store_main(int argc, char **argv) {
         }
         if (pid == 0) {
             int prc = phases[i](&b);
-            printf("  peak RSS of %s: %.0f MiB\n\n", names[i], peak_rss_mib());
+            printf("  peak RSS of %s: %.0f MiB\n\n", names[i], ql_bench_peak_rss_mib());
             fflush(stdout);
             _exit(prc);
         }
@@ -662,7 +647,7 @@ int ql_bench_store_main(int argc, char **argv) {
         }
     }
     if (!b.o.keep)
-        rm_rf(b.root);
+        ql_bench_rm_rf(b.root);
     else
         printf("stores kept under %s\n", b.root);
     return status;

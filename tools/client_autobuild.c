@@ -6,13 +6,10 @@
 #include <stdlib.h>
 
 static int status_run(ql_cli_t *cli, const ql_cli_args_t *a) {
-    char *path = ql_cli_pathf(cli, "/models/%s/auto_segment_build/status", a->pos[0]);
-    if (!path)
-        return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "project")}};
-    json_t *data = NULL;
-    int rc = ql_cli_call(cli, "GET", path, q, 1, NULL, &data);
-    free(path);
+    json_t *data;
+    int rc =
+        ql_cli_get_in(cli, ql_cli_pathf(cli, "/models/%s/auto_segment_build/status", a->pos[0]),
+                      ql_cli_get(a, "project"), &data);
     if (rc)
         return rc;
     if (cli->json) {

@@ -240,6 +240,26 @@ oom:
     return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
 }
 
+int ql_cli_send(ql_cli_t *cli, const char *method, char *path, json_t *body, json_t **data,
+                int fail_code, const char *fail_msg) {
+    *data = NULL;
+    int rc = path && body ? ql_cli_call(cli, method, path, NULL, 0, body, data)
+                          : ql_cli_fail(cli, fail_code, "%s", fail_msg);
+    free(path);
+    json_decref(body);
+    return rc;
+}
+
+int ql_cli_get_in(ql_cli_t *cli, char *path, const char *project, json_t **data) {
+    *data = NULL;
+    if (!path)
+        return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
+    ql_cli_kv_t q[] = {{"project", project}};
+    int rc = ql_cli_call(cli, "GET", path, q, 1, NULL, data);
+    free(path);
+    return rc;
+}
+
 int ql_cli_call(ql_cli_t *cli, const char *method, const char *path, const ql_cli_kv_t *query,
                 size_t n_query, json_t *body, json_t **data) {
     char *text = NULL;

@@ -178,6 +178,18 @@ int ql_cli_call_raw(ql_cli_t *cli, const char *method, const char *path, const q
                     json_t **data);
 
 /*
+ * ql_cli_call without a query, for a path and a body the caller built: takes both (either may
+ * be NULL, when building it failed) and frees them. With a NULL one nothing is sent: prints
+ * fail_msg and returns fail_code.
+ */
+int ql_cli_send(ql_cli_t *cli, const char *method, char *path, json_t *body, json_t **data,
+                int fail_code, const char *fail_msg);
+/* GET path?project=PROJECT (project NULL: no query) as ql_cli_call; takes path (from
+ * ql_cli_pathf) and frees it; a NULL path prints "out of memory" and returns
+ * QL_CLI_UNREACHABLE. */
+int ql_cli_get_in(ql_cli_t *cli, char *path, const char *project, json_t **data);
+
+/*
  * GETs a paged list (data = {value, offset, limit, total_size}), following the pages with
  * page_offset/page_size until every item, or --limit items, have been fetched (a's --limit and
  * --page-size). query must leave room: it is copied and the paging keys are added. On success
@@ -232,6 +244,17 @@ int ql_cli_print_json(ql_cli_t *cli, json_t *v);
  * count, "total_size": total}, one object however many pages were fetched. Returns 0. */
 int ql_cli_print_list_json(ql_cli_t *cli, json_t *items, int64_t total);
 
+/* The end of a list command: GETs the list as ql_cli_list and prints it, for --json as
+ * ql_cli_print_list_json, else as a table of cols (ql_cli_print_table). Returns 0 or as
+ * ql_cli_list. */
+int ql_cli_show_list(ql_cli_t *cli, const ql_cli_args_t *a, const char *path,
+                     const ql_cli_kv_t *query, size_t n_query, const ql_cli_col_t *cols,
+                     size_t n_cols, const char *noun);
+/* The end of a command that changed something: prints data (consumed) for --json, else the
+ * line fmt makes and a newline. Returns 0. */
+int ql_cli_done(ql_cli_t *cli, json_t *data, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /*
  * Parses a time argument: epoch milliseconds (digits only), or "YYYY-MM-DD", "YYYY-MM-DD
  * HH:mm[:ss]" or "YYYY-MM-DDTHH:mm[:ss]" read in --timezone (UTC by default). what names the
@@ -265,7 +288,7 @@ extern const ql_cli_col_t ql_cli_job_cols[];
 extern const size_t ql_cli_n_job_cols;
 
 /* Prints the job ids of a {"jobs":[{"job_name","job_id"}]} answer: "submitted TYPE job ID"
- * lines, or only the ids with quiet, or data itself with --json. Returns 0. */
+ * lines, or only the ids with quiet, or data itself with --json. Consumes data; returns 0. */
 int ql_cli_print_jobs(ql_cli_t *cli, json_t *data, bool quiet);
 
 #endif

@@ -33,8 +33,11 @@ const ql_cli_col_t ql_cli_job_cols[] = {
 const size_t ql_cli_n_job_cols = sizeof ql_cli_job_cols / sizeof *ql_cli_job_cols;
 
 int ql_cli_print_jobs(ql_cli_t *cli, json_t *data, bool quiet) {
-    if (cli->json)
-        return ql_cli_print_json(cli, data);
+    if (cli->json) {
+        ql_cli_print_json(cli, data);
+        json_decref(data);
+        return 0;
+    }
     json_t *jobs = json_object_get(data, "jobs"), *one = NULL;
     if (!json_is_array(jobs)) {
         /* An answer that is one job rather than a {"jobs": [...]} list. */
@@ -56,6 +59,7 @@ int ql_cli_print_jobs(ql_cli_t *cli, json_t *data, bool quiet) {
             fprintf(cli->out, "submitted %s job %s\n", name ? name : "a", id);
     }
     json_decref(one);
+    json_decref(data);
     return 0;
 }
 
@@ -138,17 +142,8 @@ static int list_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         /* Kylin's default view is the last week; --all-time lifts it. */
         {"time_filter", ql_cli_has(a, "all-time") ? "4" : "1"},
     };
-    json_t *items;
-    int64_t total;
-    int rc = ql_cli_list(cli, a, "/jobs", q, sizeof q / sizeof *q, &items, &total);
-    if (rc)
-        return rc;
-    if (cli->json)
-        ql_cli_print_list_json(cli, items, total);
-    else
-        ql_cli_print_table(cli, items, ql_cli_job_cols, ql_cli_n_job_cols, "jobs", total);
-    json_decref(items);
-    return 0;
+    return ql_cli_show_list(cli, a, "/jobs", q, sizeof q / sizeof *q, ql_cli_job_cols,
+                            ql_cli_n_job_cols, "jobs");
 }
 
 static const ql_cli_col_t step_cols[] = {
@@ -163,13 +158,8 @@ static const ql_cli_col_t step_cols[] = {
 
 /* GET /jobs/{id}/detail: the steps, as an array (a new reference in *steps). */
 static int get_steps(ql_cli_t *cli, const ql_cli_job_finder_t *f, json_t **steps) {
-    char *path = ql_cli_pathf(cli, "/jobs/%s/detail", f->id);
-    if (!path)
-        return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    ql_cli_kv_t q[] = {{"project", f->project}};
-    json_t *data = NULL;
-    int rc = ql_cli_call(cli, "GET", path, q, 1, NULL, &data);
-    free(path);
+    json_t *data;
+    int rc = ql_cli_get_in(cli, ql_cli_pathf(cli, "/jobs/%s/detail", f->id), f->project, &data);
     if (rc)
         return rc;
     /* The steps are the data itself; tolerate a {"steps": [...]} wrapper. */
@@ -237,13 +227,8 @@ static int show_run(ql_cli_t *cli, const ql_cli_args_t *a) {
 /* GET one step's output; *data is the endpoint's data (a new reference). */
 static int get_output(ql_cli_t *cli, const ql_cli_job_finder_t *f, const char *step,
                       json_t **data) {
-    char *path = ql_cli_pathf(cli, "/jobs/%s/steps/%s/output", f->id, step);
-    if (!path)
-        return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    ql_cli_kv_t q[] = {{"project", f->project}};
-    int rc = ql_cli_call(cli, "GET", path, q, 1, NULL, data);
-    free(path);
-    return rc;
+    return ql_cli_get_in(cli, ql_cli_pathf(cli, "/jobs/%s/steps/%s/output", f->id, step),
+                         f->project, data);
 }
 
 static void print_output(ql_cli_t *cli, json_t *data) {

@@ -164,7 +164,5 @@ int ql_cli_job_submit_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     free(body);
     if (rc)
         return rc;
-    ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
-    json_decref(data);
-    return 0;
+    return ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
 }

@@ -7,15 +7,11 @@
 static const char *const model_types[] = {"BATCH", "STREAMING", NULL};
 static const char *const model_statuses[] = {"ONLINE", "OFFLINE", "BROKEN", NULL};
 
+/* Why a request body or path could not be built. */
+#define NOT_SENT "out of memory or text that is not UTF-8"
+
 static int finish(ql_cli_t *cli, int rc, json_t *data, const char *line, const char *name) {
-    if (rc)
-        return rc;
-    if (cli->json)
-        ql_cli_print_json(cli, data);
-    else
-        fprintf(cli->out, "%s %s\n", line, name);
-    json_decref(data);
-    return 0;
+    return rc ? rc : ql_cli_done(cli, data, "%s %s", line, name);
 }
 
 /* Splits "a,b,,c" into a JSON array of the non-empty items. */
@@ -87,18 +83,8 @@ static const ql_cli_col_t model_cols[] = {
 static int list_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "project")},
                        {"model_name", ql_cli_get(a, "name")}};
-    json_t *items;
-    int64_t total;
-    int rc = ql_cli_list(cli, a, "/models", q, 2, &items, &total);
-    if (rc)
-        return rc;
-    if (cli->json)
-        ql_cli_print_list_json(cli, items, total);
-    else
-        ql_cli_print_table(cli, items, model_cols, sizeof model_cols / sizeof *model_cols, "models",
-                           total);
-    json_decref(items);
-    return 0;
+    return ql_cli_show_list(cli, a, "/models", q, 2, model_cols,
+                            sizeof model_cols / sizeof *model_cols, "models");
 }
 
 static int status_run(ql_cli_t *cli, const ql_cli_args_t *a) {
@@ -107,12 +93,9 @@ static int status_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     if (rc)
         return rc;
     json_t *body = json_pack("{s:s,s:s}", "project", ql_cli_get(a, "project"), "status", status);
-    char *path = ql_cli_pathf(cli, "/models/%s/status", a->pos[0]);
-    json_t *data = NULL;
-    rc = path && body ? ql_cli_call(cli, "PUT", path, NULL, 0, body, &data)
-                      : ql_cli_fail(cli, QL_CLI_USAGE, "out of memory or text that is not UTF-8");
-    free(path);
-    json_decref(body);
+    json_t *data;
+    rc = ql_cli_send(cli, "PUT", ql_cli_pathf(cli, "/models/%s/status", a->pos[0]), body, &data,
+                     QL_CLI_USAGE, NOT_SENT);
     if (rc)
         return rc;
     char line[64];
@@ -146,12 +129,9 @@ static int autobuild_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         json_object_set_new(cfg, "logical_date_offset_days", json_integer(offset));
     json_t *body =
         json_pack("{s:s,s:o}", "project", ql_cli_get(a, "project"), "auto_segment_build", cfg);
-    char *path = ql_cli_pathf(cli, "/models/%s/segment_config", a->pos[0]);
-    json_t *data = NULL;
-    rc = path && body ? ql_cli_call(cli, "PUT", path, NULL, 0, body, &data)
-                      : ql_cli_fail(cli, QL_CLI_USAGE, "out of memory or text that is not UTF-8");
-    free(path);
-    json_decref(body);
+    json_t *data;
+    rc = ql_cli_send(cli, "PUT", ql_cli_pathf(cli, "/models/%s/segment_config", a->pos[0]), body,
+                     &data, QL_CLI_USAGE, NOT_SENT);
     return finish(cli, rc, data,
                   disable ? "automatic segment builds disabled for model"
                           : "automatic segment builds enabled for model",

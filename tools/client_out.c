@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,6 +244,36 @@ int ql_cli_print_list_json(ql_cli_t *cli, json_t *items, int64_t total) {
         return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
     ql_cli_print_json(cli, o);
     json_decref(o);
+    return 0;
+}
+
+int ql_cli_show_list(ql_cli_t *cli, const ql_cli_args_t *a, const char *path,
+                     const ql_cli_kv_t *query, size_t n_query, const ql_cli_col_t *cols,
+                     size_t n_cols, const char *noun) {
+    json_t *items;
+    int64_t total;
+    int rc = ql_cli_list(cli, a, path, query, n_query, &items, &total);
+    if (rc)
+        return rc;
+    if (cli->json)
+        ql_cli_print_list_json(cli, items, total);
+    else
+        ql_cli_print_table(cli, items, cols, n_cols, noun, total);
+    json_decref(items);
+    return 0;
+}
+
+int ql_cli_done(ql_cli_t *cli, json_t *data, const char *fmt, ...) {
+    if (cli->json) {
+        ql_cli_print_json(cli, data);
+    } else {
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(cli->out, fmt, ap);
+        va_end(ap);
+        fputc('\n', cli->out);
+    }
+    json_decref(data);
     return 0;
 }
 

@@ -5,16 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Prints data for --json, else the line; consumes data. */
-static int done(ql_cli_t *cli, json_t *data, const char *line) {
-    if (cli->json)
-        ql_cli_print_json(cli, data);
-    else
-        fprintf(cli->out, "%s\n", line);
-    json_decref(data);
-    return 0;
-}
-
 static int create_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     const char *desc = ql_cli_get(a, "description");
     json_t *body = json_pack("{s:s,s:s}", "name", a->pos[0], "description", desc ? desc : "");
@@ -27,7 +17,7 @@ static int create_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         return rc;
     char line[160];
     snprintf(line, sizeof line, "created project %s", a->pos[0]);
-    return done(cli, data, line);
+    return ql_cli_done(cli, data, "%s", line);
 }
 
 static const ql_cli_col_t project_cols[] = {
@@ -40,18 +30,8 @@ static const ql_cli_col_t project_cols[] = {
 
 static int list_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "filter")}};
-    json_t *items;
-    int64_t total;
-    int rc = ql_cli_list(cli, a, "/projects", q, 1, &items, &total);
-    if (rc)
-        return rc;
-    if (cli->json)
-        ql_cli_print_list_json(cli, items, total);
-    else
-        ql_cli_print_table(cli, items, project_cols, sizeof project_cols / sizeof *project_cols,
-                           "projects", total);
-    json_decref(items);
-    return 0;
+    return ql_cli_show_list(cli, a, "/projects", q, 1, project_cols,
+                            sizeof project_cols / sizeof *project_cols, "projects");
 }
 
 static int config_run(ql_cli_t *cli, const ql_cli_args_t *a) {
@@ -69,17 +49,14 @@ static int config_run(ql_cli_t *cli, const ql_cli_args_t *a) {
             return ql_cli_usage(cli, "'%s': keys and values must be UTF-8", kv);
         }
     }
-    char *path = ql_cli_pathf(cli, "/projects/%s/config", a->pos[0]);
-    json_t *data = NULL;
-    int rc = path ? ql_cli_call(cli, "PUT", path, NULL, 0, body, &data)
-                  : ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    free(path);
-    json_decref(body);
+    json_t *data;
+    int rc = ql_cli_send(cli, "PUT", ql_cli_pathf(cli, "/projects/%s/config", a->pos[0]), body,
+                         &data, QL_CLI_UNREACHABLE, "out of memory");
     if (rc)
         return rc;
     char line[160];
     snprintf(line, sizeof line, "updated the config of project %s", a->pos[0]);
-    return done(cli, data, line);
+    return ql_cli_done(cli, data, "%s", line);
 }
 
 static int autobuild_run(ql_cli_t *cli, const ql_cli_args_t *a) {
@@ -90,18 +67,15 @@ static int autobuild_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         return rc;
     bool on = !strcmp(w, "on") || !strcmp(w, "true");
     json_t *body = json_pack("{s:b}", "auto_segment_build_enabled", on);
-    char *path = ql_cli_pathf(cli, "/projects/%s/segment_config", a->pos[0]);
-    json_t *data = NULL;
-    rc = path && body ? ql_cli_call(cli, "PUT", path, NULL, 0, body, &data)
-                      : ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    free(path);
-    json_decref(body);
+    json_t *data;
+    rc = ql_cli_send(cli, "PUT", ql_cli_pathf(cli, "/projects/%s/segment_config", a->pos[0]), body,
+                     &data, QL_CLI_UNREACHABLE, "out of memory");
     if (rc)
         return rc;
     char line[160];
     snprintf(line, sizeof line, "automatic segment builds are %s for project %s", on ? "on" : "off",
              a->pos[0]);
-    return done(cli, data, line);
+    return ql_cli_done(cli, data, "%s", line);
 }
 
 static const ql_cli_opt_t create_opts[] = {

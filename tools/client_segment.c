@@ -24,17 +24,10 @@ static int build_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         return ql_cli_usage(cli, "--project must be UTF-8");
     if (priority >= 0)
         json_object_set_new(body, "priority", json_integer(priority));
-    char *path = ql_cli_pathf(cli, "/models/%s/segments", ql_cli_get(a, "model"));
-    json_t *data = NULL;
-    rc = path ? ql_cli_call(cli, "POST", path, NULL, 0, body, &data)
-              : ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
-    free(path);
-    json_decref(body);
-    if (rc)
-        return rc;
-    ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
-    json_decref(data);
-    return 0;
+    json_t *data;
+    rc = ql_cli_send(cli, "POST", ql_cli_pathf(cli, "/models/%s/segments", ql_cli_get(a, "model")),
+                     body, &data, QL_CLI_UNREACHABLE, "out of memory");
+    return rc ? rc : ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
 }
 
 static const ql_cli_col_t segment_cols[] = {
@@ -57,19 +50,10 @@ static int list_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     if (!path)
         return ql_cli_fail(cli, QL_CLI_UNREACHABLE, "out of memory");
     ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "project")}, {"status", status}};
-    json_t *items;
-    int64_t total;
-    rc = ql_cli_list(cli, a, path, q, 2, &items, &total);
+    rc = ql_cli_show_list(cli, a, path, q, 2, segment_cols,
+                          sizeof segment_cols / sizeof *segment_cols, "segments");
     free(path);
-    if (rc)
-        return rc;
-    if (cli->json)
-        ql_cli_print_list_json(cli, items, total);
-    else
-        ql_cli_print_table(cli, items, segment_cols, sizeof segment_cols / sizeof *segment_cols,
-                           "segments", total);
-    json_decref(items);
-    return 0;
+    return rc;
 }
 
 static int change_run(ql_cli_t *cli, const ql_cli_args_t *a, const char *type) {
@@ -81,17 +65,11 @@ static int change_run(ql_cli_t *cli, const ql_cli_args_t *a, const char *type) {
         }
     json_t *body =
         json_pack("{s:s,s:s,s:o}", "project", ql_cli_get(a, "project"), "type", type, "ids", ids);
-    char *path = ql_cli_pathf(cli, "/models/%s/segments", ql_cli_get(a, "model"));
-    json_t *data = NULL;
-    int rc = body && path ? ql_cli_call(cli, "PUT", path, NULL, 0, body, &data)
-                          : ql_cli_fail(cli, QL_CLI_USAGE, "out of memory or text not UTF-8");
-    free(path);
-    json_decref(body);
-    if (rc)
-        return rc;
-    ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
-    json_decref(data);
-    return 0;
+    json_t *data;
+    int rc =
+        ql_cli_send(cli, "PUT", ql_cli_pathf(cli, "/models/%s/segments", ql_cli_get(a, "model")),
+                    body, &data, QL_CLI_USAGE, "out of memory or text not UTF-8");
+    return rc ? rc : ql_cli_print_jobs(cli, data, ql_cli_has(a, "quiet"));
 }
 
 static int merge_run(ql_cli_t *cli, const ql_cli_args_t *a) {
@@ -127,14 +105,9 @@ static int delete_run(ql_cli_t *cli, const ql_cli_args_t *a) {
     json_t *data = NULL;
     int rc = ql_cli_call(cli, "DELETE", path, q, 2, NULL, &data);
     free(path);
-    if (!rc) {
-        if (cli->json)
-            ql_cli_print_json(cli, data);
-        else
-            fprintf(cli->out, "deleted %zu segment%s of model %s\n", a->n_pos,
+    if (!rc)
+        ql_cli_done(cli, data, "deleted %zu segment%s of model %s", a->n_pos,
                     a->n_pos == 1 ? "" : "s", ql_cli_get(a, "model"));
-        json_decref(data);
-    }
     free(ids);
     return rc;
 }

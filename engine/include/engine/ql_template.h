@@ -72,6 +72,8 @@ typedef struct ql_kv {
     char *name;
     char *value;
 } ql_kv_t;
+/* Frees the names and values of the n entries at kv, then kv itself (NULL: nothing). */
+void ql_kv_free(ql_kv_t *kv, size_t n);
 
 /* A parameter for substitution; both strings borrowed for the duration of the call. */
 typedef struct ql_param {
