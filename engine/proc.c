@@ -484,14 +484,10 @@ void ql_proc_spec_init(ql_proc_spec_t *spec) {
     spec->grace_ms = QL_PROC_DEFAULT_GRACE_MS;
 }
 
-int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb exit_cb_fn,
-                  void *arg, ql_proc_t **out, ql_err_t *err) {
-    if (loop == NULL || exit_cb_fn == NULL || out == NULL)
-        return ql_err_set(err, UV_EINVAL, "proc: missing loop, callback or out");
-    int rc = validate(spec, err);
-    if (rc != 0)
-        return rc;
-
+/* A new proc for spec with its log file open (none when spec has no log_path); no handle exists
+ * yet, so a failure frees it alone. */
+static int proc_new(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb exit_cb_fn,
+                    void *arg, ql_proc_t **out, ql_err_t *err) {
     ql_proc_t *proc = calloc(1, sizeof *proc);
     if (proc == NULL)
         return ql_err_set(err, UV_ENOMEM, "proc: out of memory");
@@ -505,7 +501,7 @@ int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb e
     snprintf(proc->file, sizeof proc->file, "%s", spec->argv[0]);
 
     if (spec->log_path != NULL) {
-        rc = make_parents(spec->log_path);
+        int rc = make_parents(spec->log_path);
         if (rc == 0) {
             proc->log_fd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
             if (proc->log_fd < 0)
@@ -517,6 +513,92 @@ int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb e
                               uv_strerror(rc));
         }
     }
+    *out = proc;
+    return 0;
+}
+
+/* Makes the output and status pipes; the read ends go to proc's pipe handles, the write ends
+ * are left in out_fds[1] and status_fds[1] for the child (every fd still ours stays >= 0 for the
+ * caller to close). Both ends are close-on-exec: only the fds dup'ed onto 1, 2 and 3 reach the
+ * child. */
+static int open_pipes(ql_proc_t *proc, uv_file out_fds[2], uv_file status_fds[2]) {
+    int rc = uv_pipe(out_fds, 0, 0);
+    if (rc == 0)
+        rc = uv_pipe(status_fds, 0, 0);
+    if (rc == 0) {
+        rc = uv_pipe_open(&proc->out, out_fds[0]);
+        if (rc == 0)
+            out_fds[0] = -1;
+    }
+    if (rc == 0) {
+        rc = uv_pipe_open(&proc->status, status_fds[0]);
+        if (rc == 0)
+            status_fds[0] = -1;
+    }
+    return rc;
+}
+
+/* Spawns the exec helper with spec's command after "--", its stdout and stderr on out_fd and
+ * its status fd (QL_PROC_STATUS_FD) on status_fd, detached (its own process group). */
+static int spawn_helper(ql_proc_t *proc, const ql_proc_spec_t *spec, char **env, uv_file out_fd,
+                        uv_file status_fd) {
+    size_t argc = 0;
+    while (spec->argv[argc] != NULL)
+        argc++;
+    char parent_pid[24], status_fd_arg[16];
+    snprintf(parent_pid, sizeof parent_pid, "%ld", (long)getpid());
+    snprintf(status_fd_arg, sizeof status_fd_arg, "%d", QL_PROC_STATUS_FD);
+    const char **args = calloc(argc + 7, sizeof *args);
+    if (args == NULL)
+        return UV_ENOMEM;
+    size_t k = 0;
+    args[k++] = spec->exec_helper;
+    args[k++] = "--parent-pid";
+    args[k++] = parent_pid;
+    args[k++] = "--status-fd";
+    args[k++] = status_fd_arg;
+    args[k++] = "--";
+    for (size_t i = 0; i < argc; i++)
+        args[k++] = spec->argv[i];
+    args[k] = NULL;
+
+    uv_stdio_container_t stdio[4];
+    stdio[0].flags = UV_IGNORE; /* libuv opens /dev/null for an ignored 0..2 */
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = out_fd;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = out_fd;
+    stdio[3].flags = UV_INHERIT_FD;
+    stdio[3].data.fd = status_fd;
+
+    uv_process_options_t opts;
+    memset(&opts, 0, sizeof opts);
+    opts.exit_cb = exit_cb;
+    opts.file = spec->exec_helper;
+    opts.args = (char **)args;
+    opts.env = env;
+    opts.cwd = spec->cwd;
+    opts.flags = UV_PROCESS_DETACHED;
+    opts.stdio_count = 4;
+    opts.stdio = stdio;
+
+    proc->process_inited = true;
+    proc->start_ns = uv_hrtime();
+    int rc = uv_spawn(proc->loop, &proc->process, &opts);
+    free(args);
+    return rc;
+}
+
+int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb exit_cb_fn,
+                  void *arg, ql_proc_t **out, ql_err_t *err) {
+    if (loop == NULL || exit_cb_fn == NULL || out == NULL)
+        return ql_err_set(err, UV_EINVAL, "proc: missing loop, callback or out");
+    int rc = validate(spec, err);
+    if (rc != 0)
+        return rc;
+    ql_proc_t *proc = NULL;
+    if ((rc = proc_new(loop, spec, exit_cb_fn, arg, &proc, err)) != 0)
+        return rc;
 
     /* From here on the handles exist and every failure goes through close_handles(). */
     uv_pipe_init(loop, &proc->out, 0);
@@ -533,75 +615,17 @@ int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb e
     uv_file status_fds[2] = {-1, -1};
     char **env = NULL;
     size_t env_owned = 0;
-    const char **args = NULL;
     const char *what = "pipe";
-
-    /* Both ends are close-on-exec: only the fds dup'ed onto 1, 2 and 3 reach the child. */
-    rc = uv_pipe(out_fds, 0, 0);
-    if (rc == 0)
-        rc = uv_pipe(status_fds, 0, 0);
-    if (rc == 0) {
-        rc = uv_pipe_open(&proc->out, out_fds[0]);
-        if (rc == 0)
-            out_fds[0] = -1;
-    }
-    if (rc == 0) {
-        rc = uv_pipe_open(&proc->status, status_fds[0]);
-        if (rc == 0)
-            status_fds[0] = -1;
-    }
+    rc = open_pipes(proc, out_fds, status_fds);
     if (rc == 0) {
         what = "environment";
         rc = build_env(spec, &env, &env_owned);
     }
-    size_t argc = 0;
-    while (spec->argv[argc] != NULL)
-        argc++;
-    char parent_pid[24], status_fd[16];
-    snprintf(parent_pid, sizeof parent_pid, "%ld", (long)getpid());
-    snprintf(status_fd, sizeof status_fd, "%d", QL_PROC_STATUS_FD);
     if (rc == 0) {
-        what = "arguments";
-        args = calloc(argc + 7, sizeof *args);
-        if (args == NULL)
-            rc = UV_ENOMEM;
-    }
-    if (rc == 0) {
-        size_t k = 0;
-        args[k++] = spec->exec_helper;
-        args[k++] = "--parent-pid";
-        args[k++] = parent_pid;
-        args[k++] = "--status-fd";
-        args[k++] = status_fd;
-        args[k++] = "--";
-        for (size_t i = 0; i < argc; i++)
-            args[k++] = spec->argv[i];
-        args[k] = NULL;
-
-        uv_stdio_container_t stdio[4];
-        stdio[0].flags = UV_IGNORE; /* libuv opens /dev/null for an ignored 0..2 */
-        stdio[1].flags = UV_INHERIT_FD;
-        stdio[1].data.fd = out_fds[1];
-        stdio[2].flags = UV_INHERIT_FD;
-        stdio[2].data.fd = out_fds[1];
-        stdio[3].flags = UV_INHERIT_FD;
-        stdio[3].data.fd = status_fds[1];
-
-        uv_process_options_t opts;
-        memset(&opts, 0, sizeof opts);
-        opts.exit_cb = exit_cb;
-        opts.file = spec->exec_helper;
-        opts.args = (char **)args;
-        opts.env = env;
-        opts.cwd = spec->cwd;
-        opts.flags = UV_PROCESS_DETACHED;
-        opts.stdio_count = 4;
-        opts.stdio = stdio;
-
         what = "spawn";
-        proc->process_inited = true;
-        proc->start_ns = uv_hrtime();
-        rc = uv_spawn(loop, &proc->process, &opts);
+        rc = spawn_helper(proc, spec, env, out_fds[1], status_fds[1]);
+        if (rc == UV_ENOMEM && !proc->process_inited)
+            what = "arguments";
     }
     /* The child has its copies (or never will): ours would keep the pipes from reaching EOF. */
     for (int i = 0; i < 2; i++) {
@@ -610,7 +634,6 @@ int ql_proc_spawn(uv_loop_t *loop, const ql_proc_spec_t *spec, ql_proc_exit_cb e
         if (status_fds[i] >= 0)
             close(status_fds[i]);
     }
-    free(args);
     free_env(env, env_owned);
 
     if (rc != 0) {

@@ -563,6 +563,132 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
+/* Parses the command line into o. Returns -1 to go on, 0 after --help, 2 on a bad argument. */
+static int parse_args(int argc, char **argv, opts_t *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t x = 0;
+        if (!strcmp(a, "--table")) {
+            o->table = true;
+        } else if (!strcmp(a, "--no-main")) {
+            o->main_run = false;
+        } else if (!strcmp(a, "--ordered-ids")) {
+            o->ordered_ids = true;
+        } else if (!strcmp(a, "--keep")) {
+            o->keep = true;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout, argv[0]);
+            return 0;
+        } else if (!strcmp(a, "--dir") && v) {
+            o->parent = v;
+            i++;
+        } else if (!strcmp(a, "--store") && v) {
+            o->store_dir = v;
+            i++;
+        } else if (v && parse_u64(v, &x) && x > 0 &&
+                   (!strcmp(a, "--projects") || !strcmp(a, "--models-per-project") ||
+                    !strcmp(a, "--segments") || !strcmp(a, "--scans") ||
+                    !strcmp(a, "--max-segments") || !strcmp(a, "--map-gib"))) {
+            if (!strcmp(a, "--projects"))
+                o->projects = x;
+            else if (!strcmp(a, "--models-per-project"))
+                o->models_per_project = x;
+            else if (!strcmp(a, "--segments"))
+                o->segs = x;
+            else if (!strcmp(a, "--scans"))
+                o->scans = x > 1000 ? 1000 : (int)x;
+            else if (!strcmp(a, "--map-gib"))
+                o->map_gib = x > (1u << 20) ? (1u << 20) : x;
+            else
+                o->max_segments = x;
+            i++;
+        } else {
+            fprintf(stderr, "qilin bench dispatch: bad argument '%s'\n", a);
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    return -1;
+}
+
+/* The main run: (a) to (d) at the configured size, printed. */
+static int run_main(const opts_t *o, const char *root, result_t *res) {
+    int rc;
+    uint64_t nm = o->projects * o->models_per_project;
+    printf("dispatcher scan: %llu projects x %llu models = %llu models, %llu READY daily "
+           "segments each (%llu segments), every cycle COVERED;\n"
+           "%zu zones x %zu configs; %s model ids; median of %d scans; cycle cache "
+           "capacity %llu (2 x models)\n",
+           (unsigned long long)o->projects, (unsigned long long)o->models_per_project,
+           (unsigned long long)nm, (unsigned long long)o->segs, (unsigned long long)(nm * o->segs),
+           N_ZONES, N_CONFIGS, o->ordered_ids ? "ordered" : "random", o->scans,
+           (unsigned long long)(nm * 2));
+    rc = run_config(o, o->projects, o->models_per_project, o->segs, root, res);
+    if (rc) {
+        fprintf(stderr, "qilin bench dispatch: the run failed\n");
+    } else {
+        printf("  store set-up %.1f s, %.2f GiB on disk\n", res->setup_s, res->store_gib);
+        printf("  (a) warm (all cycles cached)      median %8.2f ms  (min %.2f, max %.2f), "
+               "CPU %.2f ms\n",
+               res->warm_ms, res->warm_min_ms, res->warm_max_ms, res->warm_cpu_ms);
+        printf("  (b) cold (cycle cache cleared)    median %8.2f ms  (min %.2f, max %.2f), "
+               "CPU %.2f ms\n",
+               res->cold_ms, res->cold_min_ms, res->cold_max_ms, res->cold_cpu_ms);
+        printf("  (c) fully cold (new dispatcher)   median %8.2f ms  (first ever %.2f), "
+               "CPU %.2f ms\n",
+               res->full_ms, res->full_first_ms, res->full_cpu_ms);
+        printf("  (d) after a metadata change       median %8.2f ms  (model list decoded "
+               "again, cycles cached), CPU %.2f ms\n",
+               res->meta_ms, res->meta_cpu_ms);
+        if (res->warm_default_ms >= 0)
+            printf("  (a') warm, default capacity 10000 median %7.2f ms  (LRU churn: "
+                   "effectively cold)\n",
+                   res->warm_default_ms);
+        print_allocs("warm:", res->allocs_warm, res->models);
+        print_allocs("cold:", res->allocs_cold, res->models);
+        print_allocs("full cold:", res->allocs_full, res->models);
+        printf("  peak RSS of the measuring process: %.0f MiB; after the scans: %.0f MiB "
+               "anonymous (heap), %.0f MiB file-backed (store map, ICU data)\n",
+               res->rss_mib, res->anon_mib, res->file_mib);
+    }
+    return rc;
+}
+
+/* --table: the scan time by store size, one row per (models, segments per model). */
+static int run_table(const opts_t *o, const char *root, result_t *res) {
+    int rc = 0;
+
+    static const uint64_t models[] = {1000, 10000, 100000};
+    static const uint64_t segs[] = {10, 100, 1000};
+    printf("\nscan time by size (%s model ids; median of %d scans; ms)\n",
+           o->ordered_ids ? "ordered" : "random", o->scans);
+    printf("%8s %6s %11s %8s %9s %10s %9s %9s %9s %9s %11s %8s %8s\n", "models", "segs", "segments",
+           "setup_s", "store_GiB", "full_cold", "cold", "cold_cpu", "warm", "warm_cpu",
+           "allocs/cold", "anon_MiB", "peak_MiB");
+    for (size_t i = 0; i < 3 && !rc; i++) {
+        for (size_t k = 0; k < 3 && !rc; k++) {
+            uint64_t total = models[i] * segs[k];
+            if (total > o->max_segments) {
+                printf("%8llu %6llu %11llu   skipped: more than %llu segments\n",
+                       (unsigned long long)models[i], (unsigned long long)segs[k],
+                       (unsigned long long)total, (unsigned long long)o->max_segments);
+                continue;
+            }
+            rc = run_config(o, models[i] / 100, 100, segs[k], root, res);
+            if (rc)
+                break;
+            printf("%8llu %6llu %11llu %8.1f %9.2f %10.2f %9.2f %9.2f %9.2f %9.2f %11lld "
+                   "%8.0f %8.0f\n",
+                   (unsigned long long)models[i], (unsigned long long)segs[k],
+                   (unsigned long long)total, res->setup_s, res->store_gib, res->full_ms,
+                   res->cold_ms, res->cold_cpu_ms, res->warm_ms, res->warm_cpu_ms,
+                   (long long)res->allocs_cold, res->anon_mib, res->rss_mib);
+            fflush(stdout);
+        }
+    }
+    return rc;
+}
+
 int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) {
     opts_t o = {.parent = "/tmp",
                 .projects = 1000,
@@ -573,49 +699,9 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
                 .main_run = true,
                 .max_segments = 20000000,
                 .allocs = alloc_count};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t x = 0;
-        if (!strcmp(a, "--table")) {
-            o.table = true;
-        } else if (!strcmp(a, "--no-main")) {
-            o.main_run = false;
-        } else if (!strcmp(a, "--ordered-ids")) {
-            o.ordered_ids = true;
-        } else if (!strcmp(a, "--keep")) {
-            o.keep = true;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, argv[0]);
-            return 0;
-        } else if (!strcmp(a, "--dir") && v) {
-            o.parent = v;
-            i++;
-        } else if (!strcmp(a, "--store") && v) {
-            o.store_dir = v;
-            i++;
-        } else if (v && parse_u64(v, &x) && x > 0 &&
-                   (!strcmp(a, "--projects") || !strcmp(a, "--models-per-project") ||
-                    !strcmp(a, "--segments") || !strcmp(a, "--scans") ||
-                    !strcmp(a, "--max-segments") || !strcmp(a, "--map-gib"))) {
-            if (!strcmp(a, "--projects"))
-                o.projects = x;
-            else if (!strcmp(a, "--models-per-project"))
-                o.models_per_project = x;
-            else if (!strcmp(a, "--segments"))
-                o.segs = x;
-            else if (!strcmp(a, "--scans"))
-                o.scans = x > 1000 ? 1000 : (int)x;
-            else if (!strcmp(a, "--map-gib"))
-                o.map_gib = x > (1u << 20) ? (1u << 20) : x;
-            else
-                o.max_segments = x;
-            i++;
-        } else {
-            fprintf(stderr, "qilin bench dispatch: bad argument '%s'\n", a);
-            usage(stderr, argv[0]);
-            return 2;
-        }
-    }
+    int parsed = parse_args(argc, argv, &o);
+    if (parsed >= 0)
+        return parsed;
     char root[3800];
     snprintf(root, sizeof root, "%s/ql-bench-dispatch-XXXXXX", o.parent);
     if (!mkdtemp(root)) {
@@ -629,79 +715,14 @@ int ql_bench_dispatch_run(int argc, char **argv, uint64_t (*alloc_count)(void)) 
         return 1;
     }
     int rc = 0;
-    if (o.main_run) {
-        uint64_t nm = o.projects * o.models_per_project;
-        printf("dispatcher scan: %llu projects x %llu models = %llu models, %llu READY daily "
-               "segments each (%llu segments), every cycle COVERED;\n"
-               "%zu zones x %zu configs; %s model ids; median of %d scans; cycle cache "
-               "capacity %llu (2 x models)\n",
-               (unsigned long long)o.projects, (unsigned long long)o.models_per_project,
-               (unsigned long long)nm, (unsigned long long)o.segs,
-               (unsigned long long)(nm * o.segs), N_ZONES, N_CONFIGS,
-               o.ordered_ids ? "ordered" : "random", o.scans, (unsigned long long)(nm * 2));
-        rc = run_config(&o, o.projects, o.models_per_project, o.segs, root, res);
-        if (rc) {
-            fprintf(stderr, "qilin bench dispatch: the run failed\n");
-        } else {
-            printf("  store set-up %.1f s, %.2f GiB on disk\n", res->setup_s, res->store_gib);
-            printf("  (a) warm (all cycles cached)      median %8.2f ms  (min %.2f, max %.2f), "
-                   "CPU %.2f ms\n",
-                   res->warm_ms, res->warm_min_ms, res->warm_max_ms, res->warm_cpu_ms);
-            printf("  (b) cold (cycle cache cleared)    median %8.2f ms  (min %.2f, max %.2f), "
-                   "CPU %.2f ms\n",
-                   res->cold_ms, res->cold_min_ms, res->cold_max_ms, res->cold_cpu_ms);
-            printf("  (c) fully cold (new dispatcher)   median %8.2f ms  (first ever %.2f), "
-                   "CPU %.2f ms\n",
-                   res->full_ms, res->full_first_ms, res->full_cpu_ms);
-            printf("  (d) after a metadata change       median %8.2f ms  (model list decoded "
-                   "again, cycles cached), CPU %.2f ms\n",
-                   res->meta_ms, res->meta_cpu_ms);
-            if (res->warm_default_ms >= 0)
-                printf("  (a') warm, default capacity 10000 median %7.2f ms  (LRU churn: "
-                       "effectively cold)\n",
-                       res->warm_default_ms);
-            print_allocs("warm:", res->allocs_warm, res->models);
-            print_allocs("cold:", res->allocs_cold, res->models);
-            print_allocs("full cold:", res->allocs_full, res->models);
-            printf("  peak RSS of the measuring process: %.0f MiB; after the scans: %.0f MiB "
-                   "anonymous (heap), %.0f MiB file-backed (store map, ICU data)\n",
-                   res->rss_mib, res->anon_mib, res->file_mib);
-        }
-    }
+    if (o.main_run)
+        rc = run_main(&o, root, res);
     if (!rc && o.table && o.store_dir) {
         fprintf(stderr, "qilin bench dispatch: --table builds its own stores, not --store\n");
         rc = 1;
     }
-    if (!rc && o.table) {
-        static const uint64_t models[] = {1000, 10000, 100000};
-        static const uint64_t segs[] = {10, 100, 1000};
-        printf("\nscan time by size (%s model ids; median of %d scans; ms)\n",
-               o.ordered_ids ? "ordered" : "random", o.scans);
-        printf("%8s %6s %11s %8s %9s %10s %9s %9s %9s %9s %11s %8s %8s\n", "models", "segs",
-               "segments", "setup_s", "store_GiB", "full_cold", "cold", "cold_cpu", "warm",
-               "warm_cpu", "allocs/cold", "anon_MiB", "peak_MiB");
-        for (size_t i = 0; i < 3 && !rc; i++) {
-            for (size_t k = 0; k < 3 && !rc; k++) {
-                uint64_t total = models[i] * segs[k];
-                if (total > o.max_segments) {
-                    printf("%8llu %6llu %11llu   skipped: more than %llu segments\n",
-                           (unsigned long long)models[i], (unsigned long long)segs[k],
-                           (unsigned long long)total, (unsigned long long)o.max_segments);
-                    continue;
-                }
-                rc = run_config(&o, models[i] / 100, 100, segs[k], root, res);
-                if (rc)
-                    break;
-                printf("%8llu %6llu %11llu %8.1f %9.2f %10.2f %9.2f %9.2f %9.2f %9.2f %11lld "
-                       "%8.0f %8.0f\n",
-                       (unsigned long long)models[i], (unsigned long long)segs[k],
-                       (unsigned long long)total, res->setup_s, res->store_gib, res->full_ms,
-                       res->cold_ms, res->cold_cpu_ms, res->warm_ms, res->warm_cpu_ms,
-                       (long long)res->allocs_cold, res->anon_mib, res->rss_mib);
-                fflush(stdout);
-            }
-        }
-    }
+    if (!rc && o.table)
+        rc = run_table(&o, root, res);
     munmap(res, sizeof *res);
     if (!o.keep)
         rmdir(root);
