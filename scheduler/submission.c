@@ -240,7 +240,7 @@ static int prepare_build(ql_submission_t *s, const ql_submission_req_t *req, con
 static int prepare_adhoc(ql_submission_t *s, const ql_submission_req_t *req, const ql_model_t *m,
                          sub_op_t *op, ql_err_t *err) {
     const ql_adhoc_job_t *def = req->adhoc;
-    if (!(op->project = strdup(req->project)) || !(op->type = strdup(def->type)))
+    if (!(op->project = strdup(req->project)))
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     int rc;
     if (def->n_steps) {
@@ -321,6 +321,11 @@ int ql_submission_submit(ql_submission_t *s, const ql_submission_req_t *req,
     if (req->kind == QL_SUBMIT_ADHOC && !req->adhoc) {
         ql_err_set(&err, QL_EINVAL, "an ad-hoc job needs its definition");
         return fail_early(op, QL_EINVAL, &err);
+    }
+    /* Every answer of an ad-hoc job names its type. */
+    if (req->kind == QL_SUBMIT_ADHOC && !(op->type = strdup(req->adhoc->type))) {
+        ql_err_set(&err, UV_ENOMEM, "out of memory");
+        return fail_early(op, UV_ENOMEM, &err);
     }
     ql_project_t p;
     ql_model_t m;

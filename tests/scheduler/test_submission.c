@@ -388,6 +388,7 @@ Test(submission, an_adhoc_job_must_supply_its_chains_parameters) {
                                .now = NOW};
     answer_t a = refused_early(&req, QL_EINVAL);
     cr_assert_not_null(strstr(a.err.msg, "TABLE"), "%s", a.err.msg);
+    cr_assert_str_eq(a.type, "EXPORT", "an ad-hoc job's answer names its type");
     ql_adhoc_job_clear(&def);
     def = adhoc("{project: p, type: NOT_A_TEMPLATE}\n");
     req.adhoc = &def;

@@ -81,7 +81,8 @@ typedef struct ql_submission_result {
      * (no such model, a bad range) or the server (shutting down, out of memory). */
     bool written;
     ql_submit_kind_t kind;
-    const char *type; /* the jobs' type: INC_BUILD, INDEX_MERGE, INDEX_REFRESH or the ad-hoc one */
+    const char *type; /* the jobs' type: INC_BUILD, INDEX_MERGE, INDEX_REFRESH or the ad-hoc
+                         job's (NULL only for an ad-hoc request without a definition) */
     ql_id_t model;    /* the model's id once it was found; zero before, or without a model */
     size_t n_jobs;    /* the new jobs (status 0), in the order of the request's ids */
     const ql_id_t *jobs;
@@ -105,7 +106,9 @@ void ql_submission_free(ql_submission_t *s);
  * the project's and the model's lookup (ql_submission_get_model); QL_EFULLLOAD for a build of a
  * full-load model; QL_ENORANGE for a build without a range; the normalization's errors
  * (ql_submit_normalize); QL_EINVAL for a range that starts in a period before the epoch in the
- * project's zone, an ad-hoc job without a definition or steps, a refresh without segments;
+ * project's zone, an ad-hoc job without a definition, a refresh without segments; an ad-hoc
+ * job's steps and parameters (ql_job_steps_from_defs, QL_EINVAL naming `type` when the
+ * templates have no chain of its type, ql_chain_check_params);
  * UV_ENOMEM; QL_ESHUTDOWN once the writer is stopping; then whatever the mutation or the commit
  * answers (written true).
  */
