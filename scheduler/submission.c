@@ -27,6 +27,7 @@ typedef struct sub_op {
     size_t n_subs;
     ql_id_t *jobs;        /* owned: the new jobs, filled from subs at the answer */
     ql_job_steps_t steps; /* ADHOC */
+    char **names;         /* owned: ADHOC, the steps' names (steps.specs[i].name points here) */
     char *params;         /* owned: ADHOC, encoded */
     size_t params_len;
 } sub_op_t;
@@ -138,6 +139,9 @@ static int read_target(ql_submission_t *s, const ql_submission_req_t *req, ql_pr
 /* ---- answers ---- */
 
 static void op_free(sub_op_t *op) {
+    for (size_t i = 0; op->names && i < op->steps.n; i++)
+        free(op->names[i]);
+    free(op->names);
     ql_job_steps_free(&op->steps);
     free(op->params);
     free(op->jobs);
@@ -245,6 +249,17 @@ static int prepare_adhoc(ql_submission_t *s, const ql_submission_req_t *req, con
     int rc;
     if (def->n_steps) {
         rc = ql_job_steps_from_defs(def->steps, def->n_steps, &op->steps, err);
+        /* The specs borrow their names from the definitions, which are the caller's and may
+         * be gone before the write runs: the op keeps copies. (A chain's live as long as the
+         * templates.) */
+        if (!rc && !(op->names = calloc(op->steps.n, sizeof *op->names)))
+            rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+        for (size_t i = 0; !rc && i < op->steps.n; i++) {
+            if (!(op->names[i] = strdup(op->steps.specs[i].name)))
+                rc = ql_err_set(err, UV_ENOMEM, "out of memory");
+            else
+                op->steps.specs[i].name = op->names[i];
+        }
     } else {
         const ql_chain_t *chain;
         ql_err_t ferr = {0}; /* not err itself: its message is an argument of the new one */

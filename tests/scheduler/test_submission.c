@@ -362,13 +362,21 @@ Test(submission, an_adhoc_job_is_written_once_with_its_parameters) {
 }
 
 Test(submission, an_adhoc_job_of_no_model_brings_its_own_steps) {
-    ql_adhoc_job_t def = adhoc("{project: p, type: CLEANUP, steps: [{name: a, kind: noop}]}\n");
-    answer_t a = submit(&(ql_submission_req_t){.kind = QL_SUBMIT_ADHOC,
-                                               .project = def.project,
-                                               .adhoc = &def,
-                                               .priority = def.priority,
-                                               .now = NOW});
-    ql_adhoc_job_clear(&def); /* borrowed for the call only */
+    ql_adhoc_job_t def = adhoc("{project: p, type: CLEANUP, steps: [{name: first one, kind: "
+                               "noop}]}\n");
+    ql_submission_req_t req = {.kind = QL_SUBMIT_ADHOC,
+                               .project = def.project,
+                               .adhoc = &def,
+                               .priority = def.priority,
+                               .now = NOW};
+    answer_t a = {0};
+    cr_assert_eq(ql_submission_submit(w.svc, &req, done_cb, &a), 0);
+    /* Borrowed for the call only: gone (and its memory reused) before the write runs. */
+    ql_adhoc_job_clear(&def);
+    char *reuse = strdup("overwritten");
+    cr_assert_eq(ql_writer_flush(w.writer), 1);
+    free(reuse);
+    cr_assert_eq(a.calls, 1);
     cr_assert_eq(a.status, 0, "%s", a.err.msg);
     cr_assert(ql_id_is_zero(&a.model));
     ql_job_t j = get_job(&a.jobs[0]);
@@ -377,6 +385,13 @@ Test(submission, an_adhoc_job_of_no_model_brings_its_own_steps) {
     cr_assert_eq(j.n_steps, 1);
     cr_assert_null(j.params);
     ql_job_free(&j);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(w.store, false, &t), 0);
+    ql_step_t st;
+    cr_assert_eq(ql_step_get(t, &a.jobs[0], 0, &st), 0);
+    ql_txn_abort(t);
+    cr_assert_str_eq(st.name, "first one");
+    ql_step_free(&st);
 }
 
 Test(submission, an_adhoc_job_must_supply_its_chains_parameters) {
