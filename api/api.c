@@ -320,44 +320,12 @@ int ql_api_add_routes(ql_api_t *api, const ql_api_route_t *routes, size_t n) {
 /* ---- lookups ---- */
 
 int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err) {
-    if (!name || !name[0])
-        return ql_err_set(err, QL_EINVAL, "project: required (the project's name)");
-    if (strlen(name) > QL_NAME_MAX)
-        return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
-    int rc = ql_project_get(txn, name, 0, out);
-    if (rc == QL_ENOTFOUND)
-        return ql_err_set(err, rc, "project '%.100s' not found", name);
-    if (rc)
-        return ql_err_set(err, rc, "cannot read project '%.100s': %s", name, ql_strerror(rc));
-    return 0;
+    return ql_submission_get_project(txn, name, out, err);
 }
 
 int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                      ql_model_t *out, ql_err_t *err) {
-    ql_project_t p;
-    int rc = ql_api_get_project(txn, project, &p, err);
-    if (rc)
-        return rc;
-    ql_project_free(&p);
-    if (!name || !name[0])
-        return ql_err_set(err, QL_EINVAL, "model: required (the model's name or uuid)");
-    if (strlen(name) > QL_NAME_MAX)
-        return ql_err_set(err, QL_EINVAL, "model: longer than %d characters", QL_NAME_MAX);
-    rc = ql_model_find(txn, project, name, flags, out);
-    if (rc == QL_ENOTFOUND) {
-        /* A model may also be named by its uuid. */
-        ql_id_t id;
-        if (ql_id_parse(name, &id) == 0 && ql_model_get(txn, &id, flags, out) == 0) {
-            if (strcmp(out->project, project) == 0)
-                return 0;
-            ql_model_free(out);
-        }
-        return ql_err_set(err, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
-                          project);
-    }
-    if (rc)
-        return ql_err_set(err, rc, "cannot read model '%.100s': %s", name, ql_strerror(rc));
-    return 0;
+    return ql_submission_get_model(txn, project, name, flags, out, err);
 }
 
 /* ---- life cycle ---- */
@@ -447,8 +415,6 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         return ql_err_set(err, rc, "out of memory");
     }
     rc = make_auth(api, err);
-    if (!rc && (rc = ql_submit_cache_new(0, &api->norm)))
-        ql_err_set(err, rc, "out of memory");
     if (!rc && (rc = ql_http_router_new(&api->router)))
         ql_err_set(err, rc, "out of memory");
     if (!rc) {
@@ -486,7 +452,6 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
     if (rc) {
         if (api->auth)
             ql_auth_free(api->auth);
-        ql_submit_cache_free(api->norm);
         ql_http_router_free(api->router);
         ql_api_hosts_free(&api->hosts);
         /* The server was not created when rc is set: nothing is open on the loop. */
@@ -561,7 +526,6 @@ void ql_api_free(ql_api_t *api) {
         return;
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
-    ql_submit_cache_free(api->norm);
     ql_api_hosts_free(&api->hosts);
     free(api);
 }

@@ -8,7 +8,7 @@
 
 #include "api/api.h"
 #include "scheduler/ql_dispatch_time.h"
-#include "scheduler/ql_submit.h"
+#include "scheduler/ql_submission.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -42,9 +42,6 @@ struct ql_api {
     bool server_closed;
     unsigned works; /* threadpool work items in flight (scans); close waits for them */
     ql_api_stats_t stats;
-    /* Zones and compiled partition formats for build normalization and model checks, reused
-     * across requests (ql_submit_normalize_cached); loop thread only. */
-    ql_submit_cache_t *norm;
 };
 
 /* ---- responses ---------------------------------------------------------------------- */
@@ -367,11 +364,12 @@ json_t *ql_api_jobs_answer(const char *const *types, const ql_id_t *ids, size_t 
 
 /* ---- lookups on the loop thread ----------------------------------------------------- */
 
-/* The project (required: QL_EINVAL when name is NULL or empty; QL_ENOTFOUND). */
+/* The project (required: QL_EINVAL when name is NULL or empty; QL_ENOTFOUND). The rule is the
+ * submission service's (ql_submission_get_project), so every handler names things alike. */
 int ql_api_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err);
 /* The model named name (or with that id) in project, decoded with flags (QL_DECODE_*).
- * QL_EINVAL without a project, QL_ENOTFOUND naming the project or model. Also usable in a
- * mutation on the writer thread (it touches only txn). */
+ * QL_EINVAL without a project, QL_ENOTFOUND naming the project or model (ql_submission_get_model).
+ * Also usable in a mutation on the writer thread (it touches only txn). */
 int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                      ql_model_t *out, ql_err_t *err);
 

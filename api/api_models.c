@@ -62,10 +62,11 @@ static void h_create(ql_http_req_t *req, void *arg) {
     json_decref(r.root);
     if (!rc && r.model.partitioned) {
         /* ICU checks the pattern here, on the loop thread, never inside the writer; the format
-         * stays cached for the model's builds. */
+         * stays cached (in the submission service's cache) for the model's builds. */
         const ql_datefmt_t *fmt;
         ql_err_t ferr = {0}; /* not err itself: its message is an argument of the new one */
-        if ((rc = ql_submit_cache_format(api->norm, r.model.partition_format, &fmt, &ferr)))
+        if ((rc = ql_submit_cache_format(ql_submission_cache(ql_node_submission(api->node)),
+                                         r.model.partition_format, &fmt, &ferr)))
             ql_err_set(&err, QL_EINVAL, "partition_desc.partition_date_format: %s", ferr.msg);
     }
     if (!rc && r.model.job_template[0] &&

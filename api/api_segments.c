@@ -1,10 +1,10 @@
 /*
  * Segments: manual builds (POST /models/{model}/segments), merges and refreshes (PUT), deletes
- * (DELETE) and the list (GET). Builds take the one submission path the dispatcher uses:
- * normalization here on the loop thread (ql_submit_normalize_cached, with the API's zones and
- * ICU formats), then ql_submit_fn() in the writer, which
- * re-checks overlaps and job conflicts inside the transaction that creates the segment and the
- * job. The answer goes out only after that commit; the scheduler is kicked right after.
+ * (DELETE) and the list (GET). Builds, merges and refreshes are parsed here and carried out by
+ * the node's submission service (scheduler/ql_submission.h): it looks up the model, normalizes a
+ * build's range, queues the one mutation that creates the jobs (ql_submit_fn, which re-checks
+ * overlaps and job conflicts inside the transaction that creates the segment and the job), and
+ * answers here only after that commit; it wakes the scheduler itself.
  */
 #include "api_int.h"
 
@@ -13,95 +13,58 @@
 
 typedef struct seg_op {
     ql_api_op_t base;
-    ql_submit_kind_t kind;
-    bool remove; /* DELETE */
     ql_id_t model;
-    ql_id_t *ids; /* owned: merge sources, refresh targets, deleted segments */
+    ql_id_t *ids; /* owned: the deleted segments */
     size_t n_ids;
-    ql_submit_op_t *subs; /* owned: one per job to create */
-    size_t n_subs;
 } seg_op_t;
 
 static void op_free(seg_op_t *op) {
     free(op->ids);
-    free(op->subs);
     free(op);
 }
 
-/* An operation with room for n_subs submissions. */
-static seg_op_t *op_new(ql_api_t *api, ql_http_req_t *req, size_t n_subs) {
-    seg_op_t *op = ql_api_op_new(api, req, sizeof *op);
-    if (op && n_subs && !(op->subs = calloc(n_subs, sizeof *op->subs))) {
+/* The service's answer: the new jobs, or the error (counted as a submission failure when the
+ * store's rules refused the write). */
+static void submit_done(void *arg, const ql_submission_result_t *res) {
+    ql_api_op_t *op = arg;
+    ql_api_t *api = op->api;
+    if (res->status) {
+        if (res->written)
+            api->stats.submit_failures++;
+        ql_api_fail_err(op->req, res->status, res->err);
         free(op);
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if (op)
-        op->n_subs = n_subs;
-    return op;
-}
-
-static void init_sub(seg_op_t *op, ql_submit_op_t *s, ql_submit_kind_t kind, int priority) {
-    memset(s, 0, sizeof *s);
-    s->kind = kind;
-    s->templates = ql_node_templates(op->base.api->node);
-    s->model = op->model;
-    s->priority = priority;
-    s->submitter = op->base.user;
-    s->now = op->base.now;
-}
-
-/* All jobs of one request in one mutation: a refresh of several segments creates all of its
- * jobs or none. */
-static int submit_all_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
-    seg_op_t *op = arg;
-    for (size_t i = 0; i < op->n_subs; i++) {
-        int rc = ql_submit_fn(txn, &op->subs[i], err);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-static const char *kind_type(ql_submit_kind_t k) {
-    return k == QL_SUBMIT_BUILD   ? "INC_BUILD"
-           : k == QL_SUBMIT_MERGE ? "INDEX_MERGE"
-                                  : "INDEX_REFRESH";
-}
-
-static void submit_done(void *arg, int status, const ql_err_t *err) {
-    seg_op_t *op = arg;
-    ql_api_t *api = op->base.api;
-    if (status) {
-        api->stats.submit_failures++;
-        ql_api_fail_err(op->base.req, status, err);
-        op_free(op);
         return;
     }
     const char *types[QL_API_MAX_IDS];
-    ql_id_t ids[QL_API_MAX_IDS];
-    for (size_t i = 0; i < op->n_subs; i++) {
-        types[i] = kind_type(op->subs[i].kind);
-        ids[i] = op->subs[i].job;
-    }
-    if (op->kind == QL_SUBMIT_BUILD)
-        api->stats.builds += op->n_subs;
-    else if (op->kind == QL_SUBMIT_MERGE)
-        api->stats.merges += op->n_subs;
+    size_t n = res->n_jobs < QL_API_MAX_IDS ? res->n_jobs : QL_API_MAX_IDS;
+    for (size_t i = 0; i < n; i++)
+        types[i] = res->type;
+    if (res->kind == QL_SUBMIT_BUILD)
+        api->stats.builds += n;
+    else if (res->kind == QL_SUBMIT_MERGE)
+        api->stats.merges += n;
     else
-        api->stats.refreshes += op->n_subs;
+        api->stats.refreshes += n;
     if (ql_log_enabled(api->log, QL_LOG_INFO)) {
         char job[QL_ID_STR_LEN + 1], model[QL_ID_STR_LEN + 1];
-        ql_id_format(&ids[0], job);
-        ql_id_format(&op->model, model);
+        ql_id_format(&res->jobs[0], job);
+        ql_id_format(&res->model, model);
         ql_log(api->log, QL_LOG_INFO, "api",
-               "submitted type=%s jobs=%zu first_job=%s model=%s user=%s", types[0], op->n_subs,
-               job, model, op->base.user);
+               "submitted type=%s jobs=%zu first_job=%s model=%s user=%s", res->type, n, job, model,
+               op->user);
     }
-    ql_api_ok(op->base.req, ql_api_jobs_answer(types, ids, op->n_subs), NULL);
-    if (!api->closing)
-        ql_node_kick(api->node);
-    op_free(op);
+    ql_api_ok(op->req, ql_api_jobs_answer(types, res->jobs, n), NULL);
+    free(op);
+}
+
+/* Hands req to the submission service for the request of op (answered by submit_done). */
+static void submit(ql_api_t *api, ql_submission_req_t *sr, ql_api_op_t *op) {
+    sr->submitter = op->user;
+    sr->now = op->now;
+    if (ql_submission_submit(ql_node_submission(api->node), sr, submit_done, op)) {
+        ql_api_fail(op->req, UV_EINVAL, "cannot submit the request");
+        free(op);
+    }
 }
 
 /* ---- POST /models/{model}/segments ---- */
@@ -120,55 +83,18 @@ static void h_build(ql_http_req_t *req, void *arg) {
         ql_api_fail_err(req, rc, &err);
         return;
     }
-    ql_txn_t *txn = ql_api_read_txn(api, req);
-    if (!txn) {
-        json_decref(r.root);
-        return;
-    }
-    ql_project_t p = {0};
-    ql_model_t m = {0};
-    if ((rc = ql_api_get_model(txn, r.project, ql_http_req_param(req, "model"), 0, &m, &err)) == 0)
-        rc = ql_api_get_project(txn, r.project, &p, &err);
-    ql_txn_abort(txn);
-    int64_t ns = 0, ne = 0;
-    if (!rc && !m.partitioned)
-        rc = ql_err_set(&err, QL_EFULLLOAD,
-                        "model '%s' is a full-load model (no partition column): incremental "
-                        "builds need a partitioned model",
-                        m.name);
-    if (!rc && !r.has_range)
-        rc = ql_err_set(&err, QL_ENORANGE,
-                        "model '%s' is partitioned by %s: a build needs start and end (epoch ms)",
-                        m.name, m.partition_column);
-    if (!rc)
-        rc = ql_submit_normalize_cached(api->norm, &p, &m,
-                                        ql_config_get_str(api->cfg, "kylin.web.timezone"), r.start,
-                                        r.end, &ns, &ne, &err);
-    /* The floor to the format's period happens in the project's zone: east of UTC, a start
-     * on 1970-01-01 floors to a local midnight before the epoch, which no segment may have. */
-    if (!rc && ns < 0)
-        rc = ql_err_set(&err, QL_EINVAL,
-                        "start: %lld falls in a period of the partition format '%s' that begins "
-                        "before 1970-01-01T00:00:00Z (at %lld in the project's time zone); start "
-                        "the build at the next period",
-                        (long long)r.start, m.partition_format, (long long)ns);
-    ql_id_t model = m.id;
-    ql_project_free(&p);
-    ql_model_free(&m);
-    if (rc) {
-        json_decref(r.root);
-        ql_api_fail_err(req, rc, &err);
-        return;
-    }
-    seg_op_t *op = op_new(api, req, 1);
+    ql_api_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
-        op->kind = QL_SUBMIT_BUILD;
-        op->model = model;
-        init_sub(op, &op->subs[0], QL_SUBMIT_BUILD, r.priority);
-        op->subs[0].start = ns;
-        op->subs[0].end = ne;
-        if (!ql_api_submit(api, req, submit_all_fn, op, submit_done))
-            op_free(op);
+        ql_submission_req_t sr = {
+            .kind = QL_SUBMIT_BUILD,
+            .project = r.project,
+            .model = ql_http_req_param(req, "model"),
+            .has_range = r.has_range,
+            .start = r.start,
+            .end = r.end,
+            .priority = r.priority,
+        };
+        submit(api, &sr, op);
     }
     json_decref(r.root);
 }
@@ -184,37 +110,24 @@ static void h_merge_refresh(ql_http_req_t *req, void *arg) {
     ql_api_ids_req_t r;
     ql_err_t err = {0};
     int rc = ql_api_parse_segments_put(body, len, &r, &err);
-    ql_model_t m = {0};
-    if (!rc) {
-        ql_txn_t *txn = ql_api_read_txn(api, req);
-        if (!txn) {
-            ql_api_ids_req_free(&r);
-            return;
-        }
-        rc = ql_api_get_model(txn, r.project, ql_http_req_param(req, "model"), 0, &m, &err);
-        ql_txn_abort(txn);
-    }
     if (rc) {
         ql_api_ids_req_free(&r);
         ql_api_fail_err(req, rc, &err);
         return;
     }
-    seg_op_t *op = op_new(api, req, r.merge ? 1 : r.n);
+    ql_api_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
-        op->model = m.id;
-        op->kind = r.merge ? QL_SUBMIT_MERGE : QL_SUBMIT_REFRESH;
-        op->ids = r.ids; /* moved */
-        op->n_ids = r.n;
-        r.ids = NULL;
-        for (size_t i = 0; i < op->n_subs; i++) {
-            init_sub(op, &op->subs[i], op->kind, QL_PRIORITY_DEFAULT);
-            op->subs[i].ids = r.merge ? op->ids : &op->ids[i];
-            op->subs[i].n_ids = r.merge ? op->n_ids : 1;
-        }
-        if (!ql_api_submit(api, req, submit_all_fn, op, submit_done))
-            op_free(op);
+        /* A merge is one job over the segments; a refresh one job per segment, all or none. */
+        ql_submission_req_t sr = {
+            .kind = r.merge ? QL_SUBMIT_MERGE : QL_SUBMIT_REFRESH,
+            .project = r.project,
+            .model = ql_http_req_param(req, "model"),
+            .ids = r.ids,
+            .n_ids = r.n,
+            .priority = QL_PRIORITY_DEFAULT,
+        };
+        submit(api, &sr, op);
     }
-    ql_model_free(&m);
     ql_api_ids_req_free(&r);
 }
 
@@ -244,7 +157,7 @@ static void h_delete(ql_http_req_t *req, void *arg) {
         ql_api_fail(req, QL_EINVAL, "ids: more than %d ids", QL_API_MAX_IDS);
         return;
     }
-    seg_op_t *op = op_new(api, req, 0);
+    seg_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (!op)
         return;
     const char **vals = calloc(n, sizeof *vals);
@@ -284,7 +197,6 @@ static void h_delete(ql_http_req_t *req, void *arg) {
         op_free(op);
         return;
     }
-    op->remove = true;
     if (!ql_api_submit(api, req, delete_fn, op, delete_done))
         op_free(op);
 }

@@ -1,9 +1,42 @@
-/* The shared submission path for builds, merges and refreshes. */
+/* The shared submission mutation for builds, merges, refreshes and ad-hoc jobs. */
 #include "scheduler/ql_submit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *ql_submit_kind_type(ql_submit_kind_t kind) {
+    switch (kind) {
+    case QL_SUBMIT_BUILD:
+        return "INC_BUILD";
+    case QL_SUBMIT_MERGE:
+        return "INDEX_MERGE";
+    case QL_SUBMIT_REFRESH:
+        return "INDEX_REFRESH";
+    case QL_SUBMIT_ADHOC:
+        break;
+    }
+    return NULL;
+}
+
+/* An ad-hoc job: its steps were prepared outside the writer; its parameters go into the record
+ * the submission creates. */
+static int submit_adhoc(ql_txn_t *txn, ql_submit_op_t *op, ql_err_t *err) {
+    if (!op->steps || !op->project || !op->type)
+        return ql_err_set(err, QL_EINVAL, "an ad-hoc job needs its project, type and steps");
+    ql_job_spec_t spec = {
+        .priority = op->priority,
+        .submitter = op->submitter,
+        .now = op->now,
+        .fence = op->fence,
+        .steps = op->steps->specs,
+        .n_steps = op->steps->n,
+        .params = op->params,
+        .params_len = op->params_len,
+    };
+    return ql_meta_submit_job(txn, op->project, ql_id_is_zero(&op->model) ? NULL : &op->model,
+                              op->type, false, 0, 0, &spec, &op->job, err);
+}
 
 int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_submit_op_t *op = arg;
@@ -11,14 +44,16 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     int rc = ql_fence_check(txn, op->fence, err);
     if (rc)
         return rc;
+    if (op->kind == QL_SUBMIT_ADHOC)
+        return submit_adhoc(txn, op, err);
     rc = ql_model_get(txn, &op->model, 0, &m);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "model not found");
     if (rc)
         return ql_err_set(err, rc, "cannot read the model: %s", ql_strerror(rc));
-    static const char *const types[] = {"INC_BUILD", "INDEX_MERGE", "INDEX_REFRESH"};
     ql_job_steps_t steps;
-    rc = ql_job_steps_from_template(op->templates, m.job_template, types[op->kind], &steps, err);
+    rc = ql_job_steps_from_template(op->templates, m.job_template, ql_submit_kind_type(op->kind),
+                                    &steps, err);
     ql_model_free(&m);
     if (rc)
         return rc;
@@ -43,6 +78,8 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
                  ? ql_meta_submit_refresh(txn, &op->model, &op->ids[0], &spec, &op->job, err)
                  : ql_err_set(err, QL_EREFRESH, "a refresh names one segment");
         break;
+    case QL_SUBMIT_ADHOC:
+        break; /* handled above */
     }
     ql_job_steps_free(&steps);
     return rc;

@@ -24,6 +24,7 @@ struct ql_node {
     ql_templates_t *own_templates;
     ql_sched_t *sched;
     ql_dispatcher_t *dispatcher;
+    ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
     uv_async_t wake;
     bool wake_init;
     ql_timer_t lock_timer;
@@ -49,6 +50,11 @@ static void wake_cb(uv_async_t *h) {
 static void notify_cb(void *arg) {
     ql_node_t *n = arg;
     uv_async_send(&n->wake);
+}
+
+/* The submission service's wake-up, once per committed submission. */
+static void submission_wake(void *arg) {
+    ql_node_kick(arg);
 }
 
 static void on_submitted(void *arg, const ql_id_t *job) {
@@ -294,7 +300,8 @@ static int load_templates(ql_node_t *n, ql_err_t *err) {
 }
 
 static void free_node(ql_node_t *n) {
-    ql_writer_free(n->writer);
+    ql_writer_free(n->writer); /* answers what is still queued, submissions too */
+    ql_submission_free(n->submission);
     if (n->own_lock)
         ql_lock_free(n->lock);
     else if (n->lock && n->lock->held)
@@ -418,6 +425,17 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     snprintf(n->log_dir, sizeof n->log_dir, "%s/logs", path);
     if ((rc = load_templates(n, err)) || (rc = start_writer(n, err)))
         goto fail;
+    ql_submission_opts_t subo = {
+        .writer = n->writer,
+        .templates = n->templates,
+        .server_timezone = ql_config_get_str(n->cfg, "kylin.web.timezone"),
+        .wake = submission_wake,
+        .wake_arg = n,
+    };
+    if ((rc = ql_submission_new(&subo, &n->submission))) {
+        ql_err_set(err, rc, "cannot create the submission service: %s", ql_strerror(rc));
+        goto fail;
+    }
     if (!ql_config_serves_jobs(n->cfg)) {
         ql_log(opts->log, QL_LOG_INFO, "node",
                "mode %s: no scheduler and no dispatcher on this server", "query");
@@ -556,6 +574,9 @@ ql_sched_t *ql_node_sched(ql_node_t *n) {
 }
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
     return n->dispatcher;
+}
+ql_submission_t *ql_node_submission(ql_node_t *n) {
+    return n->submission;
 }
 bool ql_node_is_master(const ql_node_t *n) {
     return n->sched != NULL && !n->stopping && !n->demoting;

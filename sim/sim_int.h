@@ -10,7 +10,6 @@
 #define QL_SIM_INT_H
 
 #include "config/ql_config.h"
-#include "scheduler/ql_submit.h"
 #include "server/ql_node.h"
 #include "sim/ql_sim.h"
 
@@ -250,8 +249,6 @@ struct ql_sim {
     uint64_t system_baseline; /* System INC_BUILD jobs present after the set-up */
     size_t step;              /* 1-based number of the step running, 0 during set-up */
     bool scan_ended;
-    /* The zones and formats of build: steps, kept across steps as the REST API keeps them. */
-    ql_submit_cache_t *norm;
 };
 
 /* The simulated server's scheduler and dispatcher while it is the master, else NULL. */

@@ -9,7 +9,7 @@
  * timer inside the same instant of a run), so `restart` never has half-applied work to lose
  * and `scan` never commits scheduler work by accident.
  */
-#include "scheduler/ql_submit.h"
+#include "scheduler/ql_submission.h"
 #include "server/ql_node.h"
 #include "sim_int.h"
 
@@ -269,8 +269,6 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
     sim->server_tz = eo.server_timezone;
     if (!rc && (rc = ql_clock_virtual_new(sc->start, &sim->clock)))
         ql_err_set(&err, rc, "cannot create the clock: %s", ql_strerror(rc));
-    if (!rc && (rc = ql_submit_cache_new(0, &sim->norm)))
-        ql_err_set(&err, rc, "out of memory");
     ql_log_init(&sim->log, sim->opts.log_out ? sim->opts.log_level : QL_LOG_OFF);
     sim->log.out = sim->opts.log_out;
     sim->log.now = sim_now_cb;
@@ -307,7 +305,6 @@ void ql_sim_free(ql_sim_t *sim) {
     ql_lock_free(sim->lock);
     ql_store_close(sim->store);
     ql_clock_free(sim->clock);
-    ql_submit_cache_free(sim->norm);
     if (sim->dir[0])
         nftw(sim->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     free(sim->created);
@@ -371,18 +368,6 @@ static void do_restart(ql_sim_t *sim, ql_sim_result_t *res) {
     }
 }
 
-static int read_model(ql_sim_t *sim, size_t mi, ql_project_t *p, ql_model_t *m, ql_err_t *err) {
-    ql_txn_t *txn;
-    int rc = ql_txn_begin(sim->store, false, &txn);
-    if (rc)
-        return ql_err_set(err, rc, "cannot read the store: %s", ql_strerror(rc));
-    rc = ql_model_get(txn, &sim->model_ids[mi], 0, m);
-    if (!rc && (rc = ql_project_get(txn, m->project, 0, p)))
-        ql_model_free(m);
-    ql_txn_abort(txn);
-    return rc ? ql_err_set(err, rc, "cannot read the model: %s", ql_strerror(rc)) : 0;
-}
-
 static void fmt_range(const ql_sim_t *sim, int64_t s, int64_t e, char *buf, size_t cap) {
     char a[48], b[48];
     sim_format_time(sim->sc, s, a, sizeof a);
@@ -390,38 +375,48 @@ static void fmt_range(const ql_sim_t *sim, int64_t s, int64_t e, char *buf, size
     snprintf(buf, cap, "[%s, %s)", a, b);
 }
 
-/* build: the REST API's manual incremental build: normalize, then the one submission path. */
+typedef struct {
+    bool answered;
+    int status;
+    ql_err_t err;
+    ql_id_t job;
+} build_answer_t;
+
+static void build_done_cb(void *arg, const ql_submission_result_t *r) {
+    build_answer_t *a = arg;
+    a->answered = true;
+    a->status = r->status;
+    if (r->status)
+        a->err = *r->err;
+    else
+        a->job = r->jobs[0];
+}
+
+/* build: the REST API's manual incremental build, through the server's submission service
+ * (which wakes the scheduler: a no-op outside run:, where it does not fetch). */
 static void do_build(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) {
-    ql_project_t p;
-    ql_model_t m;
-    ql_err_t err = {0};
-    int64_t ns = 0, ne = 0;
-    int rc = read_model(sim, st->model, &p, &m, &err);
-    if (rc) {
-        sim_res_append(res, "build: %s", err.msg);
-        res->status = QL_SIM_INVALID;
-        return;
-    }
-    rc = ql_submit_normalize_cached(sim->norm, &p, &m, sim->server_tz, st->start, st->end, &ns, &ne,
-                                    &err);
-    ql_submit_op_t op = {
+    ql_submission_req_t req = {
         .kind = QL_SUBMIT_BUILD,
-        .templates = sim->sc->templates,
-        .model = sim->model_ids[st->model],
-        .start = ns,
-        .end = ne,
+        .model_id = &sim->model_ids[st->model],
+        .has_range = true,
+        .start = st->start,
+        .end = st->end,
         .priority = st->priority,
         .submitter = "ADMIN",
         .now = ql_clock_now_ms(sim->clock),
     };
+    build_answer_t a = {0};
+    int rc = ql_submission_submit(ql_node_submission(sim->node), &req, build_done_cb, &a);
+    while (!rc && !a.answered && ql_writer_flush(sim->writer) > 0)
+        ;
     if (!rc)
-        rc = ql_writer_call(sim->writer, ql_submit_fn, &op, &err);
-    ql_project_free(&p);
-    ql_model_free(&m);
+        rc = a.answered ? a.status : QL_EINVAL;
+    ql_err_t err = a.err;
+    ql_id_t job = a.job;
     char range[128];
     fmt_range(sim, st->start, st->end, range, sizeof range);
     if (!rc)
-        sim_note_created(sim, &op.job);
+        sim_note_created(sim, &job);
     if (!st->expect_error[0]) {
         if (rc) {
             sim_res_append(res, "build %s of %s: expected it to be accepted, found error %s: %s",
@@ -432,7 +427,7 @@ static void do_build(ql_sim_t *sim, const sim_step_t *st, ql_sim_result_t *res) 
     }
     if (!rc) {
         char id[QL_ID_STR_LEN + 1];
-        ql_id_format(&op.job, id);
+        ql_id_format(&job, id);
         sim_res_append(res, "build %s of %s: expected error %s, found it accepted (job %s)", range,
                        sim->sc->models[st->model].name, st->expect_error, id);
         res->status = QL_SIM_FAIL;

@@ -198,6 +198,8 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     j.n_steps = (uint32_t)spec->n_steps;
     j.create_time = j.modify_time = spec->now;
     j.fence = spec->fence;
+    j.params = (char *)spec->params; /* borrowed for the encode below */
+    j.params_len = spec->params ? spec->params_len : 0;
     int rc = ql_job_put(txn, &j);
     for (size_t i = 0; !rc && i < spec->n_steps; i++) {
         ql_step_t s = {0};

@@ -2,12 +2,11 @@
  * qilin bench jobs (also the standalone qilin-bench-jobs): the job engine benchmark
  * (docs/performance.md, "Job engine").
  *
- *   (a) idle dispatch latency: from a submission's acknowledgement (the writer's done callback,
- *       i.e. the job is durable) to its first step starting (the step-start hook, which runs
- *       once the READY -> PENDING -> RUNNING pick is durable): p50/p99 over --latency-n
- *       submissions, one at a time on an idle engine;
- *   (b) durable throughput: --jobs READY jobs of one noop step, then as many of three noop
- *       steps, run to SUCCEED with every transition committed (group commit):
+ *   (a) idle dispatch latency: from a submission's acknowledgement (the submission service's
+ *       answer, i.e. the job is durable) to its first step starting (the step-start hook, which
+ * runs once the READY -> PENDING -> RUNNING pick is durable): p50/p99 over --latency-n submissions,
+ * one at a time on an idle engine; (b) durable throughput: --jobs READY jobs of one noop step, then
+ * as many of three noop steps, run to SUCCEED with every transition committed (group commit):
  *       jobs/s and transitions/s (job and step state changes);
  *   (c) shell-step throughput: --shell-jobs jobs of one `/bin/true` shell step (through
  *       qilin-exec), against plain fork/exec/wait loops of /bin/true, one at a time and with as
@@ -28,7 +27,7 @@
 #include "bench.h"
 
 #include "engine/ql_proc.h"
-#include "scheduler/ql_submit.h"
+#include "scheduler/ql_submission.h"
 #include "server/ql_node.h"
 
 #include <errno.h>
@@ -320,7 +319,6 @@ static double run_until_final(world_t *w, uint64_t n) {
 /* ---- (a) idle dispatch latency ---- */
 
 typedef struct {
-    ql_submit_op_t op; /* first: the writer hands this pointer back */
     world_t *w;
     bool acked;
     double ack_ms;
@@ -334,13 +332,13 @@ static void lat_start(world_t *w, const ql_id_t *job, uint32_t seq) {
     }
 }
 
-static void lat_done(void *arg, int status, const ql_err_t *err) {
+/* The service's answer; it kicks the node's fetcher right after. */
+static void lat_done(void *arg, const ql_submission_result_t *r) {
     lat_sub_t *s = arg;
     s->ack_ms = now_ms();
     s->acked = true;
-    if (status)
-        fail("submit: %s", err->msg);
-    ql_node_kick(s->w->node);
+    if (r->status)
+        fail("submit: %s", r->err->msg);
 }
 
 static void bench_latency(const bench_opts_t *o, FILE *out) {
@@ -360,10 +358,10 @@ static void bench_latency(const bench_opts_t *o, FILE *out) {
     for (int i = -warm; i < n; i++) {
         lat_sub_t sub = {.w = &w};
         int64_t day = i + warm;
-        sub.op = (ql_submit_op_t){
+        ql_submission_req_t req = {
             .kind = QL_SUBMIT_BUILD,
-            .templates = ql_node_templates(w.node),
-            .model = w.model,
+            .model_id = &w.model,
+            .has_range = true,
             .start = BASE_MS + day * DAY_MS,
             .end = BASE_MS + (day + 1) * DAY_MS,
             .priority = 3,
@@ -371,7 +369,7 @@ static void bench_latency(const bench_opts_t *o, FILE *out) {
             .now = BASE_MS + day,
         };
         w.first_step_started = false;
-        if (ql_writer_submit(ql_node_writer(w.node), ql_submit_fn, &sub.op, lat_done))
+        if (ql_submission_submit(ql_node_submission(w.node), &req, lat_done, &sub))
             fail("cannot submit");
         while (!sub.acked || !w.first_step_started)
             uv_run(&w.loop, UV_RUN_ONCE);

@@ -1,7 +1,7 @@
 /* See node_util.h. */
 #include "tests/common/node_util.h"
 
-#include "scheduler/ql_submit.h"
+#include "scheduler/ql_submission.h"
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>
@@ -25,17 +25,22 @@ ql_config_t *ql_test_node_config(const char *data, const char *templates,
 }
 
 typedef struct {
-    ql_submit_op_t op; /* first: the writer hands this pointer back */
     bool done;
+    int calls;
     int status;
     ql_err_t err;
+    ql_id_t job;
 } build_t;
 
-static void build_done(void *arg, int status, const ql_err_t *err) {
+static void build_done(void *arg, const ql_submission_result_t *r) {
     build_t *b = arg;
     b->done = true;
-    b->status = status;
-    b->err = *err;
+    b->calls++;
+    b->status = r->status;
+    if (r->status)
+        b->err = *r->err;
+    else
+        b->job = r->jobs[0];
 }
 
 static bool cond_flag(const void *arg) {
@@ -44,20 +49,21 @@ static bool cond_flag(const void *arg) {
 
 ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *model, int64_t start,
                            int64_t end, int64_t now, int64_t deadline_ms) {
-    build_t b = {.op = {.kind = QL_SUBMIT_BUILD,
-                        .templates = ql_node_templates(node),
-                        .model = *model,
-                        .start = start,
-                        .end = end,
-                        .priority = 3,
-                        .submitter = "ADMIN",
-                        .now = now}};
-    cr_assert_eq(ql_writer_submit(ql_node_writer(node), ql_submit_fn, &b.op, build_done), 0);
+    build_t b = {0};
+    ql_submission_req_t req = {.kind = QL_SUBMIT_BUILD,
+                               .model_id = model,
+                               .has_range = true,
+                               .start = start,
+                               .end = end,
+                               .priority = 3,
+                               .submitter = "ADMIN",
+                               .now = now};
+    cr_assert_eq(ql_submission_submit(ql_node_submission(node), &req, build_done, &b), 0);
     cr_assert(ql_test_drive_until(loop, cond_flag, &b.done, deadline_ms), "no acknowledgement");
+    cr_assert_eq(b.calls, 1);
     if (b.status)
         cr_assert_fail("the build was refused: %s", b.err.msg);
-    ql_node_kick(node); /* what every submitter does once its job is durable */
-    return b.op.job;
+    return b.job; /* the service has kicked the node's fetcher */
 }
 
 static void set_flag(void *arg) {

@@ -13,10 +13,10 @@
 ql_config_t *ql_test_node_config(const char *data, const char *templates,
                                  const char *const *settings);
 
-/* Submits an INC_BUILD of [start, end) of model through node's writer (the one submission
- * path, submitter ADMIN, created at now), drives loop until it is acknowledged and asserts it
- * was accepted (within deadline_ms), then kicks the node's fetcher, as every submitter does.
- * Returns the job's id. */
+/* Submits an INC_BUILD of [start, end) of model through node's submission service (the one
+ * submission path, submitter ADMIN, created at now; the range normalized with the model's
+ * format), drives loop until it is acknowledged and asserts it was accepted (within
+ * deadline_ms); the service has kicked the node's fetcher by then. Returns the job's id. */
 ql_id_t ql_test_node_build(uv_loop_t *loop, ql_node_t *node, const ql_id_t *model, int64_t start,
                            int64_t end, int64_t now, int64_t deadline_ms);
 /* Reads through node's store, each in a read transaction of its own; each asserts the record

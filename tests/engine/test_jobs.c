@@ -716,6 +716,8 @@ static void discard_case(ql_submit_kind_t kind) {
         job = submit(QL_SUBMIT_MERGE, &model, 0, srcs, 2);
         n_src = 2;
         break;
+    case QL_SUBMIT_ADHOC:
+        cr_assert_fail("an ad-hoc job has no segment to discard");
     }
     ql_id_t seg = job_segment(&job);
     cr_assert_eq(seg_status(&seg), QL_SEG_NEW);

@@ -7,21 +7,21 @@
  *
  * It runs a node on DIR (startup recovery included, when it holds the job engine lock) and,
  * with --jobs, submits INC_BUILD jobs of model "m" in project "p" (both created if missing)
- * through the real submission path, B every MS milliseconds, until the store holds N jobs. Each
- * job gets the next free day after the model's last segment, so a driver restarted after a
- * crash continues where the previous one stopped, whatever it had acknowledged.
+ * through the node's submission service, B every MS milliseconds, until the store holds N
+ * jobs. Each job gets the next free day after the model's last segment, so a driver restarted
+ * after a crash continues where the previous one stopped, whatever it had acknowledged.
  *
  * Standard output, one line per event, written with write(2) at once (the tests read it while
  * the driver runs, and a SIGKILL must not lose a line still in a stdio buffer):
  *   PID <pid>                 at start
  *   MASTER | STANDBY <holder> whether it holds the job engine lock; MASTER again on takeover
- *   ACK <job-id>              a submission is durable (the writer's done callback)
+ *   ACK <job-id>              a submission is durable (the submission service's answer)
  *   DONE                      --exit-when-done: N jobs exist and every one is final
  * The node's log (INFO) goes to standard error. SIGTERM stops the node gracefully and exits 0.
  * SIGUSR1 applies PAUSE to every RUNNING job and SIGUSR2 RESUME to every PAUSED one, through the
  * node's scheduler (a local action). --set KEY=VALUE (repeatable) sets any configuration key.
  */
-#include "scheduler/ql_submit.h"
+#include "scheduler/ql_submission.h"
 #include "server/ql_node.h"
 
 #include <signal.h>
@@ -53,11 +53,6 @@ typedef struct driver {
     int64_t next_day; /* -1: not known yet */
     ql_id_t model;
 } driver_t;
-
-typedef struct sub {
-    ql_submit_op_t op; /* first: the writer hands this pointer back */
-    driver_t *d;
-} sub_t;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -148,19 +143,17 @@ static uint64_t count_jobs(driver_t *d, uint32_t mask) {
     return n;
 }
 
-static void sub_done(void *arg, int status, const ql_err_t *err) {
-    sub_t *s = arg;
-    driver_t *d = s->d;
+/* The submission service's answer (it kicks the node's fetcher after a commit). */
+static void sub_done(void *arg, const ql_submission_result_t *r) {
+    driver_t *d = arg;
     d->inflight--;
-    if (status) {
-        fprintf(stderr, "node_driver: submission failed: %s\n", err->msg);
+    if (r->status) {
+        fprintf(stderr, "node_driver: submission failed: %s\n", r->err->msg);
     } else {
         char id[QL_ID_STR_LEN + 1];
-        ql_id_format(&s->op.job, id);
+        ql_id_format(&r->jobs[0], id);
         say("ACK %s\n", id);
-        ql_node_kick(d->node);
     }
-    free(s);
 }
 
 static void submit_some(driver_t *d) {
@@ -170,26 +163,22 @@ static void submit_some(driver_t *d) {
     if (d->next_day < 0)
         d->next_day = first_free_day(d);
     for (long i = 0; i < d->batch && (long)have + d->inflight < d->jobs; i++) {
-        sub_t *s = calloc(1, sizeof *s);
-        if (!s)
-            return;
-        s->d = d;
         int64_t day = d->next_day++;
-        s->op = (ql_submit_op_t){
+        ql_submission_req_t req = {
             .kind = QL_SUBMIT_BUILD,
-            .templates = ql_node_templates(d->node),
-            .model = d->model,
+            .model_id = &d->model,
+            .has_range = true,
             .start = BASE + day * DAY,
             .end = BASE + (day + 1) * DAY,
             .priority = 3,
             .submitter = "ADMIN",
             .now = BASE + day,
         };
-        if (ql_writer_submit(ql_node_writer(d->node), ql_submit_fn, &s->op, sub_done)) {
-            free(s);
+        d->inflight++;
+        if (ql_submission_submit(ql_node_submission(d->node), &req, sub_done, d)) {
+            d->inflight--;
             return;
         }
-        d->inflight++;
     }
 }
 

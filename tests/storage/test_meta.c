@@ -52,6 +52,8 @@ typedef struct {
     ql_id_t ids[8];
     size_t n;
     const char *type;
+    const char *params; /* OP_JOB: encoded parameters (NULL: none) */
+    size_t params_len;
     ql_project_t project;
     ql_model_t m;
     ql_id_t job_out, seg_out;
@@ -61,6 +63,8 @@ static int op_fn(ql_txn_t *t, void *arg, ql_err_t *err) {
     op_t *op = arg;
     ql_job_spec_t sp = spec;
     sp.now = ++now;
+    sp.params = op->params;
+    sp.params_len = op->params_len;
     switch (op->kind) {
     case OP_BUILD:
         return ql_meta_submit_build(t, &op->model, op->start, op->end, &sp, &op->job_out,
@@ -734,6 +738,27 @@ Test(meta, duplicates_and_missing_parents) {
 }
 
 /* ---- fencing tokens (docs/design/cluster.md, Fencing) ---- */
+
+/* An ad-hoc job's parameters are written with the job, in the record the submission creates. */
+Test(meta, a_job_keeps_the_parameters_of_its_spec) {
+    static const char params[] = "\x81\xa1k\xa1v"; /* {"k": "v"} */
+    op_t job = {.kind = OP_JOB,
+                .model = model,
+                .type = "CUSTOM_EXPORT",
+                .params = params,
+                .params_len = sizeof params - 1};
+    ok(&job);
+    ql_job_t j = get_job(&job.job_out);
+    cr_assert_eq(j.params_len, sizeof params - 1);
+    cr_assert(memcmp(j.params, params, j.params_len) == 0);
+    ql_job_free(&j);
+    op_t plain = {.kind = OP_JOB, .model = model, .type = "CUSTOM_EXPORT"};
+    ok(&plain);
+    j = get_job(&plain.job_out);
+    cr_assert_null(j.params);
+    cr_assert_eq(j.params_len, 0);
+    ql_job_free(&j);
+}
 
 Test(meta, fencing_epoch_starts_at_zero_and_each_raise_adds_one) {
     ql_txn_t *t;

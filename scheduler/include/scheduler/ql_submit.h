@@ -1,14 +1,17 @@
 /*
- * Submitting builds: the one code path for incremental builds, whoever asks (the REST API, the
- * CLI, the simulator's `build:` step, the dispatcher), plus merges, refreshes and other jobs.
+ * Submitting jobs: the mutation that creates incremental builds, merges, refreshes and ad-hoc
+ * jobs, whoever asks (the submission service of ql_submission.h for the REST API, the
+ * simulator's `build:` step, tests and tools; the dispatcher for its automatic builds), and
+ * the normalization of a build's range.
  *
  * A submission is a writer mutation (ql_write_fn) over an op struct: it looks up the model's
- * job template, snapshots the chain's step definitions into the new job, and calls the
- * ql_meta_submit_* rule that re-checks overlaps inside the transaction. Before queueing it, the
- * caller normalizes a client's range with ql_submit_normalize() (ICU and CCTZ run outside the
- * writer thread; the mutation re-checks that the range is not empty), or, where submissions
- * repeat (the REST API, the simulator), with ql_submit_normalize_cached() and a
- * ql_submit_cache_t the caller owns, which keeps the zones and ICU formats it opened.
+ * job template, snapshots the chain's step definitions into the new job (an ad-hoc job brings
+ * its steps), and calls the ql_meta_submit_* rule that re-checks overlaps inside the
+ * transaction. Before queueing it, the caller normalizes a client's range with
+ * ql_submit_normalize() (ICU and CCTZ run outside the writer thread; the mutation re-checks that
+ * the range is not empty), or, where submissions repeat, with ql_submit_normalize_cached() and a
+ * ql_submit_cache_t the caller owns, which keeps the zones and ICU formats it opened. Callers
+ * that answer a client use the submission service, which does all of this for them.
  */
 #ifndef QL_SUBMIT_H
 #define QL_SUBMIT_H
@@ -19,6 +22,7 @@ typedef enum ql_submit_kind {
     QL_SUBMIT_BUILD,   /* INC_BUILD of [start, end) */
     QL_SUBMIT_MERGE,   /* INDEX_MERGE of segments */
     QL_SUBMIT_REFRESH, /* INDEX_REFRESH of one segment */
+    QL_SUBMIT_ADHOC,   /* a job of another type (ad-hoc), with the steps it brings */
 } ql_submit_kind_t;
 
 typedef struct ql_submit_op {
@@ -29,6 +33,13 @@ typedef struct ql_submit_op {
     int64_t start, end; /* BUILD: normalized range */
     const ql_id_t *ids; /* MERGE: the segments; REFRESH: ids[0] */
     size_t n_ids;
+    /* ADHOC: the job's project and type, its encoded steps (ql_job_steps_from_*) and custom
+     * parameters (ql_job_params_encode; NULL: none); model is optional (zero: none) */
+    const char *project;
+    const char *type;
+    const ql_job_steps_t *steps;
+    const char *params;
+    size_t params_len;
     int priority;
     const char *submitter;
     int64_t now;
@@ -40,6 +51,10 @@ typedef struct ql_submit_op {
 
 /* The mutation: arg is a ql_submit_op_t. */
 int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err);
+
+/* The job type a kind creates: INC_BUILD, INDEX_MERGE, INDEX_REFRESH; for QL_SUBMIT_ADHOC, NULL
+ * (the job says its own type). Static. */
+const char *ql_submit_kind_type(ql_submit_kind_t kind);
 
 /* The time zone that applies to a project: its kylin.web.timezone, else the server's (may be
  * NULL or ""), else UTC. Copies it into buf. */

@@ -1,8 +1,9 @@
 /*
- * A job server's engine on a clock: the store, the writer, the job templates, and, when the
- * server's mode runs jobs and it holds the job engine lock, the scheduler and the dispatcher.
- * qilind wraps one with the REST API on the real clock; the simulator (docs/simulation.md) runs
- * one on a virtual clock with an inline writer; tests and benchmarks use one directly.
+ * A job server's engine on a clock: the store, the writer, the job templates, the submission
+ * service, and, when the server's mode runs jobs and it holds the job engine lock, the scheduler
+ * and the dispatcher. qilind wraps one with the REST API on the real clock; the simulator
+ * (docs/simulation.md) runs one on a virtual clock with an inline writer; tests and benchmarks
+ * use one directly.
  *
  * DESIGN.
  * - Threads: everything but a threaded writer runs on the clock's thread (the loop thread of the
@@ -35,6 +36,7 @@
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_lock.h"
 #include "scheduler/ql_sched.h"
+#include "scheduler/ql_submission.h"
 
 typedef struct ql_node ql_node_t;
 
@@ -103,12 +105,17 @@ ql_log_t *ql_node_log(ql_node_t *n);
 /* NULL unless this node schedules (mode all/job and the lock is held). */
 ql_sched_t *ql_node_sched(ql_node_t *n);
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n);
+/* The submission service every client's new job goes through (ql_submission.h), in every mode
+ * (a query-only server refuses writes in its API; the service's cache still checks formats).
+ * It wakes the scheduler after each committed submission. Borrowed for the node's life. */
+ql_submission_t *ql_node_submission(ql_node_t *n);
 /* Whether this node is the job-scheduler master (holds the job engine lock). */
 bool ql_node_is_master(const ql_node_t *n);
 /* Who holds the lock when this node does not ("" when it does or it never looked). */
 const char *ql_node_lock_holder(const ql_node_t *n);
 
-/* Tells the scheduler (if any) that a job may be ready: call after a submission or resume. */
+/* Tells the scheduler (if any) that a job may be ready: call after a resume (the submission
+ * service calls it after each submission). */
 void ql_node_kick(ql_node_t *n);
 
 /* The scheduler's and the dispatcher's options that come from the server's configuration cfg

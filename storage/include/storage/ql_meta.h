@@ -64,7 +64,10 @@ typedef struct ql_job_spec {
     int64_t now;           /* create time */
     uint64_t fence;        /* fencing token of the submitter, 0: none */
     const ql_step_spec_t *steps;
-    size_t n_steps; /* 1..99 */
+    size_t n_steps;     /* 1..99 */
+    const char *params; /* an ad-hoc job's encoded custom parameters (ql_job_t.params); NULL:
+                           none */
+    size_t params_len;
 } ql_job_spec_t;
 
 /*
