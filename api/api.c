@@ -166,6 +166,16 @@ bool ql_api_submit(ql_api_t *api, ql_http_req_t *req, ql_write_fn fn, void *ctx,
     return false;
 }
 
+bool ql_api_submission_failed(ql_api_t *api, ql_http_req_t *req,
+                              const ql_submission_result_t *res) {
+    if (!res->status)
+        return false;
+    if (res->written)
+        api->stats.submit_failures++;
+    ql_api_fail_err(req, res->status, res->err);
+    return true;
+}
+
 void ql_api_answer_change(ql_api_t *api, ql_http_req_t *req, int status, const ql_err_t *err,
                           const char *what) {
     if (status) {

@@ -16,11 +16,7 @@
 static void adhoc_done(void *arg, const ql_submission_result_t *res) {
     ql_api_op_t *op = arg;
     ql_api_t *api = op->api;
-    if (res->status) {
-        if (res->written)
-            api->stats.submit_failures++;
-        ql_api_fail_err(op->req, res->status, res->err);
-    } else {
+    if (!ql_api_submission_failed(api, op->req, res)) {
         api->stats.adhoc++;
         if (ql_log_enabled(api->log, QL_LOG_INFO)) {
             char job[QL_ID_STR_LEN + 1];

@@ -120,6 +120,10 @@ void ql_api_log_change(ql_api_t *api, ql_http_req_t *req, const char *what);
  * status fails, else the change logged as `what` and the empty success envelope. */
 void ql_api_answer_change(ql_api_t *api, ql_http_req_t *req, int status, const ql_err_t *err,
                           const char *what);
+/* A submission service's failed answer: answers op's request with the error (counted as a
+ * submission failure when the store's rules refused the write) and returns true; returns false
+ * for a success, which the caller answers. */
+bool ql_api_submission_failed(ql_api_t *api, ql_http_req_t *req, const ql_submission_result_t *res);
 
 /* ---- per-request operations ----------------------------------------------------------
  * A write handler keeps what its mutation and its done callback need in an operation it

@@ -28,10 +28,7 @@ static void op_free(seg_op_t *op) {
 static void submit_done(void *arg, const ql_submission_result_t *res) {
     ql_api_op_t *op = arg;
     ql_api_t *api = op->api;
-    if (res->status) {
-        if (res->written)
-            api->stats.submit_failures++;
-        ql_api_fail_err(op->req, res->status, res->err);
+    if (ql_api_submission_failed(api, op->req, res)) {
         free(op);
         return;
     }

@@ -143,6 +143,9 @@ typedef struct world {
     double first_step_ms;
 } world_t;
 
+/* The templates of the benchmarks whose jobs have one noop step. */
+#define NOOP_TEMPLATES "templates:\n  INC_BUILD:\n    steps:\n      - {name: quick, kind: noop}\n"
+
 static void world_dirs(world_t *w, const bench_opts_t *o, const char *name, const char *yaml) {
     memset(w, 0, sizeof *w);
     w->o = o;
@@ -343,9 +346,7 @@ static void lat_done(void *arg, const ql_submission_result_t *r) {
 
 static void bench_latency(const bench_opts_t *o, FILE *out) {
     world_t w;
-    world_dirs(&w, o, "latency",
-               "templates:\n  INC_BUILD:\n    steps:\n"
-               "      - {name: quick, kind: noop}\n");
+    world_dirs(&w, o, "latency", NOOP_TEMPLATES);
     ql_store_t *s = open_store(&w, 1ull << 30);
     create_model(&w, s);
     ql_store_close(s);
@@ -550,9 +551,7 @@ static void put_job(ql_txn_t *t, ql_store_t *s, const uint8_t *def, size_t def_l
 
 static void build_recovery_store(const bench_opts_t *o, FILE *out) {
     world_t w;
-    world_dirs(&w, o, "recovery",
-               "templates:\n  INC_BUILD:\n    steps:\n"
-               "      - {name: quick, kind: noop}\n");
+    world_dirs(&w, o, "recovery", NOOP_TEMPLATES);
     ql_store_t *s = open_store(&w, 32ull << 30);
     create_model(&w, s);
     ql_stepdef_t def;
@@ -598,9 +597,7 @@ static void build_recovery_store(const bench_opts_t *o, FILE *out) {
 
 static void bench_recovery(const bench_opts_t *o, FILE *out) {
     world_t w;
-    world_dirs(&w, o, "recovery",
-               "templates:\n  INC_BUILD:\n    steps:\n"
-               "      - {name: quick, kind: noop}\n");
+    world_dirs(&w, o, "recovery", NOOP_TEMPLATES);
     double t0 = now_ms();
     start_node(&w, "32GiB");
     double t_started = now_ms(); /* ql_node_start runs recovery before it returns */
