@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every library exports only <lib>/include/ (docs/architecture.md): a header that sits in the
+# library's folder itself is private to it. This check looks up every private header, by every
+# spelling another library could try ("lib/name.h" and "name.h"), in every exported include
+# directory (the include path of a program that links all libraries), as the compiler would,
+# and fails when one is found there. It also fails when a library's CMakeLists.txt exports a
+# directory other than its include/.
+#   check_private_headers.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+libs=(base storage engine config scheduler server sim http api)
+bad=0
+found() { # found SPELLING: is SPELLING under an exported include directory?
+    local lib
+    for lib in "${libs[@]}"; do
+        [ -e "$src/$lib/include/$1" ] && return 0
+    done
+    return 1
+}
+for l in "${libs[@]}"; do
+    exported=$(grep -Eo 'target_include_directories\([^)]*\)' "$src/$l/CMakeLists.txt" | tr -s ' \n' ' ' | sed 's/ *$//')
+    if [ "$exported" != "target_include_directories(ql_$l PUBLIC \${CMAKE_CURRENT_SOURCE_DIR}/include)" ]; then
+        echo "$l/CMakeLists.txt: exports '$exported', expected only \${CMAKE_CURRENT_SOURCE_DIR}/include" >&2
+        bad=1
+    fi
+    for h in "$src/$l"/*.h; do
+        [ -e "$h" ] || continue
+        name=$(basename "$h")
+        for spelling in "$l/$name" "$name"; do
+            if found "$spelling"; then
+                echo "the private header $l/$name is reachable as \"$spelling\" from other libraries" >&2
+                bad=1
+            fi
+        done
+    done
+done
+# The lookup must find a public header, or the check proves nothing.
+if ! found storage/ql_store.h; then
+    echo "the public header storage/ql_store.h is not found: the check is broken" >&2
+    bad=1
+fi
+exit $bad
