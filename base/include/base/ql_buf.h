@@ -3,7 +3,7 @@
  * until the request fits. Every module used to carry its own copy of that loop; they differed
  * only in the first capacity, so each caller still names its own.
  *
- * Both functions are pure memory management: not thread-safe on the same buffer or array, safe
+ * These are pure memory management: not thread-safe on the same buffer or array, safe
  * on different ones. On failure nothing the caller holds changes.
  */
 #ifndef QL_BUF_H
