@@ -10,6 +10,7 @@
  * record per matching job.
  */
 #include "api_int.h"
+#include "base/ql_buf.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -95,14 +96,8 @@ static bool job_matches(const list_t *l, const ql_job_t *j) {
 }
 
 static int push_rec(list_t *l, const ql_job_t *j) {
-    if (l->n_recs == l->cap_recs) {
-        size_t cap = l->cap_recs ? 2 * l->cap_recs : 256;
-        sort_rec_t *r = realloc(l->recs, cap * sizeof *r);
-        if (!r)
-            return UV_ENOMEM;
-        l->recs = r;
-        l->cap_recs = cap;
-    }
+    if (QL_ARRAY_RESERVE(l->recs, l->cap_recs, l->n_recs + 1, 256))
+        return UV_ENOMEM;
     sort_rec_t *r = &l->recs[l->n_recs];
     memset(r, 0, sizeof *r);
     r->id = j->id;

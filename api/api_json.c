@@ -4,6 +4,7 @@
  * strings, and a small text buffer. Pure functions: no server state.
  */
 #include "api_int.h"
+#include "base/ql_buf.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -270,16 +271,10 @@ void ql_api_sb_printf(ql_api_sb_t *b, const char *fmt, ...) {
             b->len += (size_t)n;
             return;
         }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
+        if (ql_array_reserve(&b->p, &b->cap, b->len + (size_t)n + 1, 1, 4096)) {
             b->failed = true;
             return;
         }
-        b->p = p;
-        b->cap = cap;
     }
 }
 

@@ -6,6 +6,7 @@
  * UTF-8 (a step's message may carry any) become U+FFFD, so the output is always valid JSON.
  */
 #include "api_int.h"
+#include "base/ql_buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,16 +17,11 @@
 static bool grow(ql_api_sb_t *b, size_t n) {
     if (b->failed)
         return false;
-    size_t cap = b->cap ? b->cap : 8192;
-    while (cap - b->len <= n)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
+    /* n is the length of bytes in memory, so len + n + 1 cannot overflow. */
+    if (ql_array_reserve(&b->p, &b->cap, b->len + n + 1, 1, 8192)) {
         b->failed = true;
         return false;
     }
-    b->p = p;
-    b->cap = cap;
     return true;
 }
 

@@ -2,6 +2,7 @@
  * The YAML document layer, parsing half: libyaml events -> an arena-allocated node tree with
  * positions. The getters are in yaml_get.c. See ql_yaml.h for what is accepted and why.
  */
+#include "base/ql_buf.h"
 #include "base/ql_yaml.h"
 
 #include <errno.h>
@@ -204,14 +205,8 @@ static int attach(builder_t *b, const ql_yaml_node_t *node) {
                                   "merge keys ('<<') are not supported; write the keys out or "
                                   "alias a whole node");
     }
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        const ql_yaml_node_t **kids = realloc(f->kids, cap * sizeof *kids);
-        if (!kids)
-            return nomem(b);
-        f->kids = kids;
-        f->cap = cap;
-    }
+    if (QL_ARRAY_RESERVE(f->kids, f->cap, f->n + 1, 8))
+        return nomem(b);
     f->kids[f->n++] = node;
     return 0;
 }
@@ -546,9 +541,9 @@ int ql_yaml_load_file(const char *path, unsigned flags, ql_yaml_doc_t **out, ql_
         close(fd);
         return ql_err_set(err, -e, "%s: cannot read: %s", path, strerror(e));
     }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    int rc = buf ? 0 : ql_err_set(err, UV_ENOMEM, "%s: out of memory", path);
+    size_t cap = 0, len = 0;
+    char *buf = NULL;
+    int rc = 0;
     while (!rc) {
         if (len == cap) {
             if (cap > QL_YAML_MAX_INPUT) {
@@ -556,13 +551,11 @@ int ql_yaml_load_file(const char *path, unsigned flags, ql_yaml_doc_t **out, ql_
                                 QL_YAML_MAX_INPUT);
                 break;
             }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
+            /* 4 KiB first, then doubled. */
+            if (ql_array_reserve(&buf, &cap, len + 1, 1, 4096)) {
                 rc = ql_err_set(err, UV_ENOMEM, "%s: out of memory", path);
                 break;
             }
-            buf = nb;
-            cap *= 2;
         }
         ssize_t r = read(fd, buf + len, cap - len);
         if (r < 0 && errno == EINTR)

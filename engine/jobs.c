@@ -1,4 +1,5 @@
 /* The job and step state machines as tables, the actions, and the writes that move jobs. */
+#include "base/ql_buf.h"
 #include "engine/ql_jobs.h"
 
 #include <stdlib.h>
@@ -366,14 +367,9 @@ typedef struct {
 
 static int collect_ids(const ql_job_t *j, void *arg) {
     idlist_t *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        ql_id_t *p = realloc(l->ids, cap * sizeof *p);
-        if (!p)
-            return UV_ENOMEM;
-        l->ids = p;
-        l->cap = cap;
-    }
+    int rc = QL_ARRAY_RESERVE(l->ids, l->cap, l->n + 1, 64);
+    if (rc)
+        return rc;
     l->ids[l->n++] = j->id;
     return 0;
 }

@@ -16,6 +16,7 @@
  * environment per process of the server's user; the tokens are in a hash set, so the number of
  * interrupted steps does not multiply the scan.
  */
+#include "base/ql_buf.h"
 #include "base/ql_hex.h"
 #include "base/ql_procinfo.h"
 #include "engine/ql_proc.h"
@@ -275,15 +276,9 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
         return -errno;
     size_t len = 0;
     while (*cap < ENV_READ_MAX || len < *cap) {
-        if (len == *cap) {
-            size_t nc = *cap ? *cap * 2 : 16384;
-            char *nb = realloc(*buf, nc);
-            if (!nb) {
-                close(fd);
-                return UV_ENOMEM;
-            }
-            *buf = nb;
-            *cap = nc;
+        if (ql_array_reserve(buf, cap, len + 1, 1, 16384)) {
+            close(fd);
+            return UV_ENOMEM;
         }
         size_t want = *cap - len;
         ssize_t n = read_upto(fd, *buf + len, want);

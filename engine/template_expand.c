@@ -8,6 +8,7 @@
  * shell sees a value unless the template itself runs one, and then only through the
  * environment (see conf/jobs.yaml).
  */
+#include "base/ql_buf.h"
 #include "engine/ql_template.h"
 
 #include <stdio.h>
@@ -29,27 +30,9 @@ const char *const ql_template_wellknown[] = {
     NULL,
 };
 
-typedef struct strbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-} strbuf_t;
-
-static int sb_add(strbuf_t *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return UV_ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
+/* Appends n bytes of s to the expansion (first capacity 64 bytes). */
+static int sb_add(ql_strbuf_t *b, const char *s, size_t n) {
+    return ql_strbuf_append_cap(b, s, n, 64);
 }
 
 enum scan_result {
@@ -72,8 +55,8 @@ static bool name_char(char c, bool first) {
  * points at the offending reference's start inside in and *bad_len is its name's length.
  * Returns a scan_result or UV_ENOMEM.
  */
-static int scan(const char *in, lookup_fn lookup, const void *ctx, strbuf_t *out, const char **bad,
-                size_t *bad_len) {
+static int scan(const char *in, lookup_fn lookup, const void *ctx, ql_strbuf_t *out,
+                const char **bad, size_t *bad_len) {
     const char *p = in;
     while (*p) {
         if (p[0] == '$' && p[1] == '$' && p[2] == '{') {
@@ -197,7 +180,7 @@ int ql_template_check_refs(const ql_yaml_node_t *at, const char *what, const cha
 int ql_template_subst(const char *in, const ql_param_t *params, size_t n, char **out,
                       ql_err_t *err) {
     params_ctx_t ctx = {params, n};
-    strbuf_t b = {0};
+    ql_strbuf_t b = {0};
     const char *bad = NULL;
     size_t bad_len = 0;
     int r = scan(in, lookup_params, &ctx, &b, &bad, &bad_len);

@@ -25,6 +25,7 @@
  *     a connection leaves the server's list of unauthenticated connections (the eviction
  *     order) when a response to an authenticated request is given on it.
  */
+#include "base/ql_buf.h"
 #include "http_int.h"
 
 #include <arpa/inet.h>
@@ -498,14 +499,8 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
             return fail_cb(c, 431);
         if (end_element(req))
             return fail_cb(c, 500);
-        if (req->n_hdrs == req->cap_hdrs) {
-            size_t cap = req->cap_hdrs ? 2 * req->cap_hdrs : 8;
-            ql_http_hdr_t *h = realloc(req->hdrs, cap * sizeof *h);
-            if (!h)
-                return fail_cb(c, 500);
-            req->hdrs = h;
-            req->cap_hdrs = cap;
-        }
+        if (QL_ARRAY_RESERVE(req->hdrs, req->cap_hdrs, req->n_hdrs + 1, 8))
+            return fail_cb(c, 500);
         req->hdrs[req->n_hdrs++] = (ql_http_hdr_t){req->head.len, req->head.len};
         req->last_cb = 1;
     }

@@ -8,22 +8,24 @@
 #include <http_parser.h>
 #include <netinet/in.h>
 
+#include "base/ql_buf.h"
 #include "http/ql_addr_key.h"
 #include "http/ql_http.h"
 
-/* A growable byte buffer; p is malloc'ed and owned by the buffer. */
-typedef struct ql_http_buf {
-    char *p;
-    size_t len;
-    size_t cap;
-} ql_http_buf_t;
+/* A growable byte buffer (base's, first capacity QL_STRBUF_FIRST_CAP); p is malloc'ed and owned
+ * by the buffer and always NUL-terminated once anything was appended. */
+typedef ql_strbuf_t ql_http_buf_t;
 
-/* Appends n bytes of data (borrowed). Returns 0 or UV_ENOMEM. */
-int ql_http_buf_append(ql_http_buf_t *b, const void *data, size_t n);
+/* Appends n bytes of data (borrowed). Returns 0 or UV_ENOMEM with the buffer unchanged. */
+static inline int ql_http_buf_append(ql_http_buf_t *b, const void *data, size_t n) {
+    return ql_strbuf_append(b, data, n);
+}
 /* Appends a printf-formatted string (no NUL is counted in len). Returns 0 or UV_ENOMEM. */
 int ql_http_buf_printf(ql_http_buf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-void ql_http_buf_free(ql_http_buf_t *b);
+static inline void ql_http_buf_free(ql_http_buf_t *b) {
+    ql_strbuf_free(b);
+}
 
 typedef struct ql_http_conn ql_http_conn_t;
 

@@ -12,25 +12,6 @@
 #include <string.h>
 #include <strings.h>
 
-int ql_http_buf_append(ql_http_buf_t *b, const void *data, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return UV_ENOMEM;
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, data, n);
-    b->len += n;
-    /* Always NUL-terminated, so a finished buffer can be read as a string. */
-    b->p[b->len] = '\0';
-    return 0;
-}
-
 int ql_http_buf_printf(ql_http_buf_t *b, const char *fmt, ...) {
     char small[512];
     va_list ap;
@@ -50,12 +31,6 @@ int ql_http_buf_printf(ql_http_buf_t *b, const char *fmt, ...) {
     int rc = ql_http_buf_append(b, big, (size_t)n);
     free(big);
     return rc;
-}
-
-void ql_http_buf_free(ql_http_buf_t *b) {
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
 }
 
 ql_http_req_t *ql_http_req_alloc(uv_loop_t *loop, const struct sockaddr_storage *peer,

@@ -8,6 +8,7 @@
  * which is the eviction order when the server is full. A connection is counted and listed
  * from its accept until it closes (or, for the list, until it authenticates).
  */
+#include "base/ql_buf.h"
 #include "http_int.h"
 
 #include <arpa/inet.h>
@@ -124,14 +125,8 @@ void ql_http_count_response(ql_http_server_t *s, const char *route, int status) 
             return;
         }
     }
-    if (s->n_stats == s->cap_stats) {
-        size_t cap = s->cap_stats ? 2 * s->cap_stats : 16;
-        http_stat_t *st = realloc(s->stats, cap * sizeof *st);
-        if (!st)
-            return; /* a lost metric is better than a lost response */
-        s->stats = st;
-        s->cap_stats = cap;
-    }
+    if (QL_ARRAY_RESERVE(s->stats, s->cap_stats, s->n_stats + 1, 16))
+        return; /* a lost metric is better than a lost response */
     char *copy = strdup(route);
     if (!copy)
         return;

@@ -3,6 +3,7 @@
  * for routes that need it. Matching is a pure function over the registered routes; dispatch
  * runs on the loop thread like every handler.
  */
+#include "base/ql_buf.h"
 #include "http_int.h"
 
 #include <stdlib.h>
@@ -116,14 +117,8 @@ int ql_http_router_add(ql_http_router_t *router, const char *method, const char 
         if (strcmp(router->routes[i].method, method) == 0 &&
             strcmp(router->routes[i].pattern, pattern) == 0)
             return QL_EEXIST;
-    if (router->n_routes == router->cap_routes) {
-        size_t cap = router->cap_routes ? 2 * router->cap_routes : 16;
-        route_t *rs = realloc(router->routes, cap * sizeof *rs);
-        if (!rs)
-            return UV_ENOMEM;
-        router->routes = rs;
-        router->cap_routes = cap;
-    }
+    if (QL_ARRAY_RESERVE(router->routes, router->cap_routes, router->n_routes + 1, 16))
+        return UV_ENOMEM;
     route_t r = {0};
     int rc = parse_pattern(&r, pattern);
     if (!rc) {

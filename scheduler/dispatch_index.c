@@ -3,6 +3,7 @@
  * decisions by model id (an open-addressing index over a growable array). The scan that uses
  * them is in dispatcher.c.
  */
+#include "base/ql_buf.h"
 #include "dispatch_int.h"
 
 #include <stdio.h>
@@ -54,14 +55,8 @@ static int decision_slot(ql_dispatcher_t *d, const ql_id_t *id, uint32_t *out) {
     }
     if ((d->n_decisions + 1) * 2 > d->n_dindex && dindex_grow(d))
         return UV_ENOMEM;
-    if (d->n_decisions == d->cap_decisions) {
-        size_t cap = d->cap_decisions ? d->cap_decisions * 2 : 256;
-        drec_t *p = realloc(d->decisions, cap * sizeof *p);
-        if (!p)
-            return UV_ENOMEM;
-        d->decisions = p;
-        d->cap_decisions = cap;
-    }
+    if (QL_ARRAY_RESERVE(d->decisions, d->cap_decisions, d->n_decisions + 1, 256))
+        return UV_ENOMEM;
     drec_t *n = &d->decisions[d->n_decisions];
     memset(n, 0, sizeof *n);
     n->model = *id;
@@ -114,14 +109,8 @@ typedef struct {
 static int add_model_cb(const ql_model_t *m, void *arg) {
     build_ctx_t *b = arg;
     ql_dispatcher_t *d = b->d;
-    if (d->n_models == d->cap_models) {
-        size_t cap = d->cap_models ? d->cap_models * 2 : 1024;
-        mentry_t *p = realloc(d->models, cap * sizeof *p);
-        if (!p)
-            return b->rc = UV_ENOMEM;
-        d->models = p;
-        d->cap_models = cap;
-    }
+    if (QL_ARRAY_RESERVE(d->models, d->cap_models, d->n_models + 1, 1024))
+        return b->rc = UV_ENOMEM;
     mentry_t *e = &d->models[d->n_models];
     memset(e, 0, sizeof *e);
     e->id = m->id;

@@ -3,6 +3,7 @@
  * chooses the jobs to pick within the concurrency limits. Split from sched.c, whose opening
  * comment has the design; the state they share is in sched_int.h.
  */
+#include "base/ql_buf.h"
 #include "pick_policy.h"
 #include "sched_int.h"
 #include "scheduler/ql_sched.h"
@@ -316,18 +317,12 @@ static size_t project_slot(fetch_ctx_t *c, const char *name) {
     for (size_t i = 0; i < c->n_proj; i++)
         if (strcmp(c->slots[i].name, name) == 0)
             return i;
-    if (c->n_proj == c->cap_proj) {
-        size_t cap = c->cap_proj ? c->cap_proj * 2 : 16;
-        proj_slot_t *slots = realloc(c->slots, cap * sizeof *slots);
-        if (!slots)
-            return c->n_proj;
-        c->slots = slots;
-        ql_pick_project_t *proj = realloc(c->proj, cap * sizeof *proj);
-        if (!proj)
-            return c->n_proj;
-        c->proj = proj;
-        c->cap_proj = cap;
-    }
+    /* Two arrays, one capacity: it counts only once both have grown. */
+    size_t cap_slots = c->cap_proj, cap = c->cap_proj;
+    if (QL_ARRAY_RESERVE(c->slots, cap_slots, c->n_proj + 1, 16) ||
+        QL_ARRAY_RESERVE(c->proj, cap, c->n_proj + 1, 16))
+        return c->n_proj;
+    c->cap_proj = cap;
     size_t i = c->n_proj++;
     proj_slot_t *sl = &c->slots[i];
     snprintf(sl->name, sizeof sl->name, "%s", name);

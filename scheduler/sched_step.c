@@ -3,6 +3,7 @@
  * end: the step's outcome with the next step's start, a retry's wait, the job's end. Split from
  * sched.c, whose opening comment has the design; the state they share is in sched_int.h.
  */
+#include "base/ql_buf.h"
 #include "config/ql_config.h"
 #include "sched_int.h"
 #include "scheduler/ql_sched.h"
@@ -392,18 +393,12 @@ void ql_sched_step_completed(run_t *r) {
     /* Steps that end in the same loop turn (built-in steps started by one pick batch, processes
      * reaped together) are written together: queued here, submitted by a zero-delay timer,
      * which runs after the callbacks already due (see ql_sched_submit_batch for why). */
-    if (s->n_finishing == s->cap_finishing) {
-        size_t cap = s->cap_finishing ? s->cap_finishing * 2 : 64;
-        run_t **p = realloc(s->finishing, cap * sizeof *p);
-        if (!p) {
-            if (ql_sched_submit(s, ql_sched_finish_fn, r, step_written)) {
-                r->refs--;
-                ql_sched_run_drop(r);
-            }
-            return;
+    if (QL_ARRAY_RESERVE(s->finishing, s->cap_finishing, s->n_finishing + 1, 64)) {
+        if (ql_sched_submit(s, ql_sched_finish_fn, r, step_written)) {
+            r->refs--;
+            ql_sched_run_drop(r);
         }
-        s->finishing = p;
-        s->cap_finishing = cap;
+        return;
     }
     s->finishing[s->n_finishing++] = r;
     if (!s->finish_timer.armed)

@@ -4,6 +4,7 @@
  * of the step, each with what was expected and what was found, so one run shows the whole
  * difference.
  */
+#include "base/ql_buf.h"
 #include "sim_int.h"
 
 #include <stdarg.h>
@@ -326,14 +327,8 @@ typedef struct {
 
 static int collect_job(const ql_job_t *j, void *arg) {
     job_list_t *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        job_row_t *p = realloc(l->rows, cap * sizeof *p);
-        if (!p)
-            return l->rc = UV_ENOMEM;
-        l->rows = p;
-        l->cap = cap;
-    }
+    if (QL_ARRAY_RESERVE(l->rows, l->cap, l->n + 1, 16))
+        return l->rc = UV_ENOMEM;
     job_row_t *r = &l->rows[l->n++];
     r->id = j->id;
     r->rank = sim_created_rank(l->sim, &j->id);
@@ -467,14 +462,8 @@ typedef struct {
 
 static int collect_seg(const ql_segment_t *s, void *arg) {
     seg_list_t *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        seg_row_t *p = realloc(l->rows, cap * sizeof *p);
-        if (!p)
-            return l->rc = UV_ENOMEM;
-        l->rows = p;
-        l->cap = cap;
-    }
+    if (QL_ARRAY_RESERVE(l->rows, l->cap, l->n + 1, 16))
+        return l->rc = UV_ENOMEM;
     l->rows[l->n++] = (seg_row_t){s->start, s->end, s->status};
     return 0;
 }

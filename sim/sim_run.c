@@ -9,6 +9,7 @@
  * timer inside the same instant of a run), so `restart` never has half-applied work to lose
  * and `scan` never commits scheduler work by accident.
  */
+#include "base/ql_buf.h"
 #include "scheduler/ql_submission.h"
 #include "server/ql_node.h"
 #include "sim_int.h"
@@ -31,14 +32,8 @@ static int64_t sim_now_cb(void *arg) {
 /* ---- created jobs, in order ---- */
 
 void sim_note_created(ql_sim_t *sim, const ql_id_t *job) {
-    if (sim->n_created == sim->cap_created) {
-        size_t cap = sim->cap_created ? sim->cap_created * 2 : 64;
-        ql_id_t *p = realloc(sim->created, cap * sizeof *p);
-        if (!p)
-            return; /* the job then sorts after the known ones; nothing else depends on it */
-        sim->created = p;
-        sim->cap_created = cap;
-    }
+    if (QL_ARRAY_RESERVE(sim->created, sim->cap_created, sim->n_created + 1, 64))
+        return; /* the job then sorts after the known ones; nothing else depends on it */
     sim->created[sim->n_created++] = *job;
 }
 

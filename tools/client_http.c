@@ -7,6 +7,7 @@
  * Kylin envelope (a proxy's HTML page, a different service on the port) means we are not
  * talking to a usable Qilin server (exit 3), like a refused connection.
  */
+#include "base/ql_buf.h"
 #include "client_int.h"
 
 #include <stdarg.h>
@@ -21,32 +22,18 @@
 #define REQUEST_TIMEOUT_MS 300000L
 
 typedef struct buf {
-    char *data;
-    size_t len, cap;
+    ql_strbuf_t s; /* the answer, NUL-terminated */
     bool too_big;
 } buf_t;
 
 static size_t write_cb(char *ptr, size_t size, size_t nmemb, void *arg) {
     buf_t *b = arg;
     size_t n = size * nmemb;
-    if (b->len + n > MAX_ANSWER) {
+    if (b->s.len + n > MAX_ANSWER) {
         b->too_big = true;
         return 0;
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d)
-            return 0;
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, ptr, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-    return n;
+    return ql_strbuf_append_cap(&b->s, ptr, n, 4096) ? 0 : n;
 }
 
 /* Appends s to *dst (a growing malloc'd string). Returns 0 or -1 when out of memory. */
@@ -128,7 +115,7 @@ fail:
 /* Judges one answer; see the top of the file. Takes nothing; borrows everything. */
 static int judge(ql_cli_t *cli, long status, const buf_t *b, json_t **data) {
     json_error_t jerr;
-    json_t *root = b->len ? json_loadb(b->data, b->len, 0, &jerr) : NULL;
+    json_t *root = b->s.len ? json_loadb(b->s.p, b->s.len, 0, &jerr) : NULL;
     json_t *code = json_object_get(root, "code");
     const char *msg = json_string_value(json_object_get(root, "msg"));
     const char *ecode = json_string_value(json_object_get(root, "error_code"));
@@ -143,13 +130,13 @@ static int judge(ql_cli_t *cli, long status, const buf_t *b, json_t **data) {
     } else if (!json_is_object(root) || !json_is_string(code)) {
         /* Show the start of what came back: usually enough to recognise a proxy or another
          * service. */
-        int n = b->len > 120 ? 120 : (int)b->len;
+        int n = b->s.len > 120 ? 120 : (int)b->s.len;
         for (int i = 0; i < n; i++)
-            if ((unsigned char)b->data[i] < 0x20)
+            if ((unsigned char)b->s.p[i] < 0x20)
                 n = i;
         rc = ql_cli_fail(cli, QL_CLI_UNREACHABLE,
                          "%s did not answer like a Qilin server (HTTP %ld%s%.*s%s)", cli->base,
-                         status, n ? ": \"" : "", n, n ? b->data : "", n ? "\"" : "");
+                         status, n ? ": \"" : "", n, n ? b->s.p : "", n ? "\"" : "");
     } else if (status >= 200 && status < 300 && !strcmp(json_string_value(code), "000")) {
         if (data) {
             json_t *d = json_object_get(root, "data");
@@ -231,7 +218,7 @@ int ql_cli_call_raw(ql_cli_t *cli, const char *method, const char *path, const q
         rc = judge(cli, status, &b, data);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(h);
-    free(b.data);
+    ql_strbuf_free(&b.s);
     free(url);
     return rc;
 oom:

@@ -1,4 +1,5 @@
 /* qilin job wait and qilin job submit (the table is in client_job.c). */
+#include "base/ql_buf.h"
 #include "base/ql_yaml.h"
 #include "client_int.h"
 
@@ -111,22 +112,17 @@ static int read_all(ql_cli_t *cli, const char *path, char **out, size_t *len) {
     FILE *in = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (!in)
         return ql_cli_usage(cli, "cannot read %s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
+    ql_strbuf_t b = {0};
     int rc = 0;
     for (;;) {
-        if (n + 65536 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *b = realloc(buf, cap + 1);
-            if (!b) {
-                rc = ql_cli_fail(cli, QL_CLI_USAGE, "out of memory");
-                break;
-            }
-            buf = b;
+        /* Room for a read of at least 64 KiB less the NUL's byte: 64 KiB first, then doubled. */
+        if (ql_strbuf_reserve(&b, 65535, 65536)) {
+            rc = ql_cli_fail(cli, QL_CLI_USAGE, "out of memory");
+            break;
         }
-        size_t got = fread(buf + n, 1, cap - n, in);
-        n += got;
-        if (n > MAX_DEFINITION) {
+        size_t got = fread(b.p + b.len, 1, b.cap - b.len - 1, in);
+        b.len += got;
+        if (b.len > MAX_DEFINITION) {
             rc = ql_cli_usage(cli, "%s is larger than %u MiB", path, MAX_DEFINITION >> 20);
             break;
         }
@@ -139,12 +135,12 @@ static int read_all(ql_cli_t *cli, const char *path, char **out, size_t *len) {
     if (in != stdin)
         fclose(in);
     if (rc) {
-        free(buf);
+        ql_strbuf_free(&b);
         return rc;
     }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
+    b.p[b.len] = '\0';
+    *out = b.p;
+    *len = b.len;
     return 0;
 }
 

@@ -9,10 +9,12 @@
  *   ql_yaml.h      YAML documents with line numbers (every loader's errors say file:line)
  *   ql_procinfo.h  a process's start time and the boot id (to tell a pid's reuse)
  *   ql_hex.h       the value of a hex digit
+ *   ql_buf.h       growable byte buffers and arrays (the one doubling rule)
  */
 #ifndef QL_BASE_H
 #define QL_BASE_H
 
+#include "base/ql_buf.h"
 #include "base/ql_clock.h"
 #include "base/ql_datefmt.h"
 #include "base/ql_error.h"
