@@ -75,7 +75,8 @@ bool ql_store_upgraded_from(const ql_store_t *store, uint64_t *major, uint64_t *
 void ql_store_new_id(ql_store_t *store, ql_id_t *out);
 
 typedef struct ql_store_stat {
-    uint64_t map_size;   /* configured limit, bytes */
+    const char *backend; /* "lmdb" or "postgresql" (static string) */
+    uint64_t map_size;   /* configured limit, bytes (0: none, PostgreSQL) */
     uint64_t used_bytes; /* pages in use times page size */
     uint64_t file_bytes; /* size of the data file on disk */
 } ql_store_stat_t;
@@ -184,7 +185,7 @@ typedef struct ql_live_job {
 typedef int (*ql_live_job_cb)(const ql_live_job_t *j, void *arg);
 int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg);
 /* The non-final jobs of a model whose range overlaps [start, end), by range start: O(log n + k)
- * however many live jobs the model has (see store_jobs.c for the invariant it rests on). */
+ * however many live jobs the model has (see store_lmdb_jobs.c for the invariant it rests on). */
 int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg);
 
