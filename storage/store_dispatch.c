@@ -15,6 +15,8 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
     *out = NULL;
     if (!opts || !opts->path || !opts->path[0])
         return ql_err_set(err, QL_EINVAL, "qilin.storage.path: no data directory given");
+    if (opts->url && opts->url[0])
+        return ql_store_pg_open(opts, out, err);
     return ql_store_lmdb_open(opts, out, err);
 }
 

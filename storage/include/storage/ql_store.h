@@ -53,6 +53,13 @@ typedef struct ql_store_opts {
      * qilin.storage.writer-stall-ms). 0: QL_STORE_DEFAULT_WRITER_STALL_MS. */
     int64_t writer_stall_ms;
     struct ql_log *log; /* borrowed, may be NULL (stderr): the writer guard's decisions */
+    /* PostgreSQL (docs/postgresql.md): NULL or "": the LMDB store under path. Otherwise a
+     * postgresql:// URL or a libpq conninfo of the database that holds the metadata; path then
+     * only holds the step logs. map_size, max_readers and writer_stall_ms do not apply. */
+    const char *url;
+    const char *pg_schema;      /* NULL or "": "qilin" (created when missing) */
+    unsigned pg_pool_size;      /* connections kept; 0: 6 */
+    int64_t pg_lock_timeout_ms; /* a write's wait for another's lock; 0: 2000 */
 } ql_store_opts_t;
 
 /* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store
