@@ -430,11 +430,17 @@ static int conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
         return ql_err_set(err, QL_EUNAVAILABLE, "cannot connect to the metadata store %s: %s",
                           s->masked, msg);
     }
-    char sql[512];
+    /* The application name carries the schema, so an operator (or a test) can tell which
+     * store's sessions are which in pg_stat_activity. */
+    char app[64];
+    snprintf(app, sizeof app, "qilin/%s", s->schema);
+    char *app_lit = PQescapeLiteral(c, app, strlen(app));
+    char sql[768];
     snprintf(sql, sizeof sql,
              "SET search_path TO %s, public; SET lock_timeout = %lld; SET synchronous_commit = "
-             "on; SET application_name = 'qilin'; SET client_min_messages = warning",
-             s->schema_ident, (long long)s->lock_timeout_ms);
+             "on; SET application_name = %s; SET client_min_messages = warning",
+             s->schema_ident, (long long)s->lock_timeout_ms, app_lit ? app_lit : "'qilin'");
+    PQfreemem(app_lit);
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,

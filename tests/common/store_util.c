@@ -128,6 +128,10 @@ static const char *find_pg_url(void) {
     return pg_url[0] ? pg_url : NULL;
 }
 
+const char *ql_test_pg_url(void) {
+    return find_pg_url();
+}
+
 static void drop_schemas(void) {
     if (getpid() != schemas_pid || n_schemas == 0)
         return;

@@ -38,6 +38,8 @@ void ql_test_require_backend(const char *backend);
  * strings stay valid until the process exits. Skips the test when PostgreSQL is selected and
  * none is available (fails it in CI, CI=true). */
 void ql_test_store_opts(const char *dir, ql_store_opts_t *opts);
+/* The PostgreSQL conninfo of the tests (QL_TEST_PG_URL or the fixture's), NULL when none. */
+const char *ql_test_pg_url(void);
 /* ql_store_open with ql_test_store_opts; asserts that it worked. */
 void ql_test_store_open(const char *dir, ql_store_t **store);
 
