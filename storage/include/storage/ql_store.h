@@ -1,7 +1,9 @@
 /*
- * The metadata store: one LMDB environment under a data directory, holding projects, models,
- * segments, jobs, steps and step outputs, with the indexes that keep every hot path a B-tree
- * lookup (docs/design/metadata.md, Store).
+ * The metadata store: projects, models, segments, jobs, steps and step outputs, with the indexes
+ * that keep every hot path a B-tree lookup (docs/design/metadata.md, Store). Two backends give
+ * the same guarantees: one LMDB environment under a data directory (the default, described
+ * below), or a PostgreSQL database that several servers may share (opts.url; what differs is in
+ * docs/postgresql.md, and tests/storage/test_store_contract.c is the contract of both).
  *
  * DESIGN.
  * - Transactions: every read or change goes through a ql_txn_t. A write transaction changes
@@ -203,7 +205,7 @@ typedef int (*ql_job_ref_cb)(const ql_id_t *id, ql_state_t state, int64_t modify
 int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
                           void *arg);
 /* Number of jobs of a project (NULL: all) whose state is in state_mask (bit 1 << state), from
- * counters: no scan. */
+ * counters on LMDB (no scan); an index-only count on PostgreSQL. */
 int ql_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out);
 
 /* ---- steps and their output ---- */
