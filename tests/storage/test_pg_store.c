@@ -332,3 +332,28 @@ Test(pg, a_lost_connection_is_unavailable_and_the_store_recovers) {
     cr_assert_eq(ql_txn_commit(t), 0);
     ql_store_close(s);
 }
+
+/* A session lost before COMMIT returned: the outcome is asked of a fresh session
+ * (pg_xact_status) before the caller is answered. Here the transaction died with its session, so
+ * the answer is QL_ETRANSIENT (the writer reruns such a batch), and nothing of it is stored. */
+Test(pg, a_commit_cut_off_is_resolved_before_the_answer) {
+    ql_store_t *s = open_pg();
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    ql_project_t p = {0};
+    strcpy(p.name, "cut_off");
+    cr_assert_eq(ql_project_put(t, &p), 0);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+             "application_name = 'qilin/%s' AND state = 'idle in transaction'",
+             o.pg_schema);
+    cr_assert_eq(scalar(sql), 1, "the write transaction's session");
+    cr_assert_eq(ql_txn_commit(t), QL_ETRANSIENT);
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    cr_assert_eq(ql_project_get(t, "cut_off", 0, &p), QL_ENOTFOUND);
+    ql_txn_abort(t);
+    ql_store_close(s);
+}
