@@ -375,18 +375,16 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
     return rc;
 }
 
-static pg_txn_t *top_of(pg_txn_t *t) {
-    while (t->base.parent)
-        t = pgt(t->base.parent);
-    return t;
-}
-
+/* The epoch is read FOR SHARE once; the value is kept by the level that read it and moves to
+ * the parent when that level is released (the row lock stays with it), and is dropped with a
+ * level rolled back (so is the lock). Nobody can change the row while it is share-locked, so a
+ * kept value is exact until the top-level transaction ends. */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out) {
-    pg_txn_t *top = top_of(t);
-    if (top->epoch_cached) {
-        *out = top->epoch;
-        return top->epoch_rc;
-    }
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        if (l->epoch_cached) {
+            *out = l->epoch;
+            return l->epoch_rc;
+        }
     pg_params_t p = {0};
     pg_p_text(&p, "job_engine_epoch");
     PGresult *r;
@@ -400,17 +398,18 @@ int pg_fence_epoch(pg_txn_t *t, uint64_t *out) {
     else
         *out = (uint64_t)pg_get_i64(r, 0, 0);
     PQclear(r);
-    /* Cached only at the top level: a savepoint's lock would go with its rollback. */
-    if (t == top && t->base.write) {
-        top->epoch_cached = true;
-        top->epoch_rc = rc;
-        top->epoch = rc ? 0 : *out;
+    /* A missing row takes no lock: only a value read is kept. */
+    if (t->base.write && rc == 0) {
+        t->epoch_cached = true;
+        t->epoch_rc = rc;
+        t->epoch = *out;
     }
     return rc;
 }
 
 void pg_fence_forget(pg_txn_t *t) {
-    top_of(t)->epoch_cached = false;
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        l->epoch_cached = false;
 }
 
 /* ---- connections ---- */
@@ -647,10 +646,16 @@ static int pg_txn_commit(ql_txn_t *bt) {
                 pt->failed = t->failed;
         } else {
             snprintf(sql, sizeof sql, "RELEASE SAVEPOINT s%u", t->level);
-            if ((rc = pg_cmd(t, sql)))
+            if ((rc = pg_cmd(t, sql))) {
                 pt->failed = rc;
-            else
+            } else {
                 merge_locks(pt, t);
+                if (t->epoch_cached && !pt->epoch_cached) {
+                    pt->epoch_cached = true;
+                    pt->epoch_rc = t->epoch_rc;
+                    pt->epoch = t->epoch;
+                }
+            }
         }
         txn_free(t);
         return rc;
@@ -685,9 +690,7 @@ static void pg_txn_abort(ql_txn_t *bt) {
         t->failed = 0;
         if (pg_cmd(t, sql))
             pgt(bt->parent)->failed = t->failed;
-        /* The fence row's share lock, if this level took it, went with the rollback. */
-        pg_fence_forget(pgt(bt->parent));
-        txn_free(t);
+        txn_free(t); /* with the epoch it kept: its share lock went with the rollback */
         return;
     }
     PQclear(PQexec(t->conn->c, "ROLLBACK"));
@@ -753,19 +756,32 @@ static int schema_setup(pg_store_t *s, ql_err_t *err) {
         return rc;
     char msg[512] = "", sql[1024];
     snprintf(sql, sizeof sql,
-             "BEGIN; SELECT pg_advisory_xact_lock(%lld); "
-             "CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public; "
-             "CREATE SCHEMA IF NOT EXISTS %s",
+             "BEGIN; SELECT pg_advisory_xact_lock(%lld); CREATE SCHEMA IF NOT EXISTS %s",
              (long long)SCHEMA_LOCK_KEY, s->schema_ident);
     if ((rc = exec_simple(c->c, sql, msg, sizeof msg))) {
         ql_err_set(err, rc, "cannot create the schema %s on %s: %s", s->schema, s->masked, msg);
         goto out;
     }
+    /* btree_gist (postgresql-contrib) gives GiST its uuid = for the exclusion constraint. Only
+     * created when missing: on PostgreSQL 15 an ordinary role may not create in public, and an
+     * administrator may have installed it once for every schema. */
+    PGresult *r = PQexec(c->c, "SELECT 1 FROM pg_extension WHERE extname = 'btree_gist'");
+    bool have_gist = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    PQclear(r);
+    if (!have_gist &&
+        (rc = exec_simple(c->c, "CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", msg,
+                          sizeof msg))) {
+        ql_err_set(err, rc,
+                   "cannot create the extension btree_gist on %s (an administrator can: CREATE "
+                   "EXTENSION btree_gist): %s",
+                   s->masked, msg);
+        goto out;
+    }
     const char *v[1] = {s->schema};
-    PGresult *r = PQexecParams(c->c,
-                               "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = "
-                               "'meta'",
-                               1, NULL, v, NULL, NULL, 0);
+    r = PQexecParams(c->c,
+                     "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = "
+                     "'meta'",
+                     1, NULL, v, NULL, NULL, 0);
     bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
     PQclear(r);
     if (!exists) {

@@ -103,7 +103,7 @@ typedef struct pg_txn {
     size_t n_locked, cap_locked;
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
-    bool epoch_cached; /* top level: the fence epoch was read FOR SHARE in this transaction */
+    bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
     int epoch_rc;
     uint64_t epoch;
 } pg_txn_t;
@@ -139,7 +139,7 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 
 /* Takes the model lock of the transaction (once per savepoint level chain). */
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
-/* The job engine epoch, read FOR SHARE once per top-level write transaction. */
+/* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);
 

@@ -357,3 +357,33 @@ Test(pg, a_commit_cut_off_is_resolved_before_the_answer) {
     ql_txn_abort(t);
     ql_store_close(s);
 }
+
+/* The fence row's share lock belongs to the savepoint level that read it: a mutation rolled back
+ * (a nested transaction aborted) leaves nothing that holds up a new holder's raise, while one
+ * released into its batch keeps it until the batch commits. */
+Test(pg, a_rolled_back_fence_check_leaves_no_lock) {
+    ql_store_t *a = open_pg(), *b;
+    ql_test_store_open(dir, &b);
+    ql_txn_t *t, *n;
+    uint64_t e;
+    cr_assert_eq(ql_txn_begin(a, true, &t), 0);
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    cr_assert_eq(ql_txn_begin(a, true, &t), 0);
+    cr_assert_eq(ql_txn_begin_nested(t, &n), 0);
+    ql_err_t err = {0};
+    cr_assert_eq(ql_fence_check(n, e, &err), 0, "%s", err.msg);
+    ql_txn_abort(n);
+    /* The raise does not wait: it would time out (QL_ETRANSIENT) behind a kept lock. */
+    atomic_bool committing = true;
+    raiser_t r = {.store = b, .holder_committing = &committing};
+    raise_epoch(&r);
+    cr_assert_eq(r.rc, 0, "%s", ql_strerror(r.rc));
+    cr_assert_eq(r.epoch, e + 1);
+    /* The parent reads the epoch afresh: its child's value went with the rollback. */
+    cr_assert_eq(ql_fence_check(t, e, &err), QL_EFENCED);
+    ql_txn_abort(t);
+    ql_store_close(b);
+    ql_store_close(a);
+}
