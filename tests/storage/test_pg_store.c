@@ -387,3 +387,90 @@ Test(pg, a_rolled_back_fence_check_leaves_no_lock) {
     ql_store_close(b);
     ql_store_close(a);
 }
+
+/* ---- a deadlock between two batches is split away ---- */
+
+typedef struct {
+    ql_store_t *store;
+    const ql_id_t *model;
+    pthread_barrier_t *meet; /* first run only: both batches hold their first model lock */
+    bool ran;
+    int status;
+} lock_mut_t;
+
+static int lock_model_fn(ql_txn_t *t, void *arg, ql_err_t *err) {
+    (void)err;
+    lock_mut_t *m = arg;
+    ql_segment_t s = {.model = *m->model, .start = 0, .end = 10, .status = QL_SEG_NEW};
+    ql_store_new_id(m->store, &s.id);
+    int rc = ql_segment_put(t, &s); /* takes the model lock */
+    if (!rc && m->meet && !m->ran)
+        pthread_barrier_wait(m->meet);
+    m->ran = true;
+    return rc;
+}
+
+static void lock_answer(void *arg, int status, const ql_err_t *err) {
+    (void)err;
+    ((lock_mut_t *)arg)->status = status;
+}
+
+typedef struct {
+    ql_writer_t *w;
+} flusher_t;
+
+static void *flush_all(void *arg) {
+    flusher_t *f = arg;
+    while (ql_writer_flush(f->w) > 0) {
+    }
+    return NULL;
+}
+
+/* Batch A locks model 1 then 2, batch B model 2 then 1, each from its own store: PostgreSQL
+ * finds the deadlock and fails one statement; that writer reruns its batch in halves (lone
+ * mutations, which cannot deadlock) and every mutation is answered with success. */
+Test(pg, a_deadlock_between_two_batches_is_split_and_every_mutation_succeeds) {
+    ql_store_t *a = open_pg(), *b;
+    ql_test_store_open(dir, &b);
+    ql_id_t m1, m2;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(a, "p1", "m1", &m1, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_test_create_daily_model(a, "p2", "m2", &m2, &err), 0, "%s", err.msg);
+    pthread_barrier_t meet;
+    pthread_barrier_init(&meet, NULL, 2);
+    lock_mut_t muts[4] = {{.store = a, .model = &m1, .meet = &meet},
+                          {.store = a, .model = &m2},
+                          {.store = b, .model = &m2, .meet = &meet},
+                          {.store = b, .model = &m1}};
+    ql_writer_t *w[2];
+    ql_writer_opts_t o = {.manual = true};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(ql_writer_new(i ? b : a, &o, &w[i]), 0);
+        for (int k = 0; k < 2; k++)
+            cr_assert_eq(ql_writer_submit(w[i], lock_model_fn, &muts[2 * i + k], lock_answer), 0);
+    }
+    flusher_t f[2] = {{w[0]}, {w[1]}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, flush_all, &f[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&meet);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(muts[i].status, 0, "mutation %d: %s", i, ql_strerror(muts[i].status));
+    ql_writer_stats_t st[2];
+    for (int i = 0; i < 2; i++)
+        ql_writer_get_stats(w[i], &st[i]);
+    cr_assert_eq(st[0].batches + st[1].batches, 3, "one batch whole, the other in halves");
+    for (int i = 0; i < 2; i++)
+        ql_writer_free(w[i]);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(a, false, &t), 0);
+    uint64_t n1, n2;
+    cr_assert_eq(ql_segment_count(t, &m1, &n1), 0);
+    cr_assert_eq(ql_segment_count(t, &m2, &n2), 0);
+    cr_assert_eq(n1 + n2, 4, "each mutation applied once");
+    ql_txn_abort(t);
+    ql_store_close(b);
+    ql_store_close(a);
+}
