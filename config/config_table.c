@@ -292,6 +292,33 @@ static const ql_config_option_t options[] = {
             "before it looks at that process: one that is stopped or traced (SIGSTOP, a "
             "debugger) is killed, so it cannot stall every server's writes; one that runs is "
             "waited for (see Several servers in the user guide)."},
+    {.key = "qilin.storage.url",
+     .type = QL_CONFIG_STRING,
+     .def = "",
+     .doc = "Where the metadata lives. Empty: the embedded LMDB store under "
+            "`qilin.storage.path`. Otherwise a PostgreSQL 15+ database, as a "
+            "`postgresql://user@host:port/db?...` URL or a libpq conninfo string, which "
+            "several servers may share (docs/postgresql.md). A password is better kept in "
+            "`PGPASSFILE` or `PGPASSWORD`; one in the URL is never logged."},
+    {.key = "qilin.storage.pg.schema",
+     .type = QL_CONFIG_STRING,
+     .def = "qilin",
+     .doc = "PostgreSQL schema that holds the metadata (created at the first start), so one "
+            "database can hold several clusters."},
+    {.key = "qilin.storage.pg.pool-size",
+     .type = QL_CONFIG_INT,
+     .def = "6",
+     .min = 2,
+     .max = 64,
+     .doc = "PostgreSQL connections the server keeps for its transactions (read transactions "
+            "run on the loop and in the thread pool)."},
+    {.key = "qilin.storage.pg.lock-timeout-ms",
+     .type = QL_CONFIG_MS,
+     .def = "2000",
+     .min = 10,
+     .max = HOUR_MS,
+     .doc = "How long a PostgreSQL write waits for a row or model lock another server holds "
+            "before the batch is retried in halves (then fails with QL-00023)."},
     /* HTTP and API */
     {.key = "qilin.http.max-body-bytes",
      .type = QL_CONFIG_SIZE,

@@ -361,6 +361,10 @@ static int open_store(ql_node_t *n, ql_err_t *err) {
         .map_size = ql_config_get_size(n->cfg, "qilin.storage.map-size"),
         .writer_stall_ms = ql_config_get_ms(n->cfg, "qilin.storage.writer-stall-ms"),
         .log = n->opts.log,
+        .url = ql_config_get_str(n->cfg, "qilin.storage.url"),
+        .pg_schema = ql_config_get_str(n->cfg, "qilin.storage.pg.schema"),
+        .pg_pool_size = (unsigned)ql_config_get_int(n->cfg, "qilin.storage.pg.pool-size"),
+        .pg_lock_timeout_ms = ql_config_get_ms(n->cfg, "qilin.storage.pg.lock-timeout-ms"),
     };
     int rc = ql_store_open(&so, &n->store, err);
     if (rc)

@@ -82,14 +82,14 @@ ql_fsck_proj_t *ql_fsck_proj_lookup(ql_fsck_projects_t *t, const char *name, siz
     return e;
 }
 
-int ql_store_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report) {
+int lmdb_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report) {
     ql_fsck_report_t local;
     ql_fsck_t f = {.store = store, .out = out_file, .r = report ? report : &local};
     memset(f.r, 0, sizeof *f.r);
     int rc = ql_txn_begin(store, false, &f.txn);
     if (rc)
         return rc;
-    f.mt = f.txn->txn;
+    f.mt = ql_mdb_txn(f.txn);
     f.zone = ql_txn_zone(f.txn);
     if (!f.zone)
         rc = UV_ENOMEM;

@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Key lengths of store_segments.c and of the steps (documented in store_int.h; the job index
+/* Key lengths of store_lmdb_segments.c and of the steps (documented in store_int.h; the job index
  * keys come from store_int.h itself). */
 #define SEG_KEY_LEN 41
 #define STEP_KEY_LEN 20
@@ -80,7 +80,7 @@ static inline int cursor(ql_fsck_t *f, int db, MDB_cursor **c) {
 
 static inline uint64_t entries(ql_fsck_t *f, int db) {
     MDB_stat st;
-    if (mdb_stat(f->mt, f->store->dbi[db], &st))
+    if (mdb_stat(f->mt, ql_lmdb(f->store)->dbi[db], &st))
         return 0;
     return st.ms_entries;
 }

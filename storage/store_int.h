@@ -1,5 +1,5 @@
 /*
- * Store internals shared by store*.c (not public).
+ * Internals of the LMDB backend, shared by store_lmdb*.c and fsck*.c (not public).
  *
  * Tables (LMDB named databases) and their keys; integers in keys are big-endian, signed ones
  * with the sign bit flipped, so byte order is numeric order:
@@ -26,6 +26,7 @@
 
 #include "codec.h"
 #include "storage/ql_store.h"
+#include "store_ops.h"
 #include "writer_guard.h"
 
 #include <lmdb.h>
@@ -49,31 +50,70 @@ enum {
     DB_COUNT
 };
 
-struct ql_store {
+/* The LMDB backend's store and transaction (store_ops.h: the shared part comes first). */
+typedef struct lmdb_store {
+    ql_store_t base;
     MDB_env *env;
     MDB_dbi dbi[DB_COUNT];
-    char *path;
     uint64_t map_size;
-    bool read_only;
-    pthread_mutex_t id_lock;
-    uint64_t id_state;   /* deterministic id generator state, 0: time-ordered random ids */
-    uint64_t id_last_ms; /* time-ordered ids: the last millisecond used and its sequence */
-    uint16_t id_seq;
     ql_wguard_t *guard; /* taken around every top-level write transaction; NULL: read-only */
-    ql_store_commit_hook commit_hook;
-    void *commit_hook_arg;
-    uint64_t upgraded_major, upgraded_minor; /* the schema an open upgraded from, 0: none */
-};
+} lmdb_store_t;
 
-struct ql_txn {
-    ql_store_t *store;
+typedef struct lmdb_txn {
+    ql_txn_t base;
     MDB_txn *txn;
-    ql_txn_t *parent;
-    bool write;
-    bool zone_ready;
-    msgpack_zone zone; /* reused by every decode in this transaction */
-    ql_buf_t buf;      /* encode scratch */
-};
+} lmdb_txn_t;
+
+static inline lmdb_store_t *ql_lmdb(ql_store_t *s) {
+    return (lmdb_store_t *)s;
+}
+
+static inline MDB_txn *ql_mdb_txn(ql_txn_t *t) {
+    return ((lmdb_txn_t *)t)->txn;
+}
+
+/* The record operations of the backend table (store_lmdb*.c; see ql_store.h for each). */
+int lmdb_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
+int lmdb_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);
+int lmdb_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap);
+int lmdb_meta_put_str(ql_txn_t *t, const char *key, const char *value);
+int lmdb_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out);
+int lmdb_job_put(ql_txn_t *txn, const ql_job_t *j);
+int lmdb_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
+int lmdb_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+int lmdb_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg);
+int lmdb_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg);
+int lmdb_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start,
+                                      int64_t end, ql_live_job_cb cb, void *arg);
+int lmdb_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                            void *arg);
+int lmdb_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out);
+int lmdb_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out);
+int lmdb_step_put(ql_txn_t *txn, const ql_step_t *s);
+int lmdb_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg);
+int lmdb_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
+int lmdb_fsck(ql_store_t *store, void *out_file, ql_fsck_report_t *report);
+int lmdb_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+int lmdb_metadata_generation(ql_txn_t *txn, uint64_t *out);
+int lmdb_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t *out);
+int lmdb_project_put(ql_txn_t *txn, const ql_project_t *p);
+int lmdb_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg);
+int lmdb_project_count(ql_txn_t *txn, uint64_t *out);
+int lmdb_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
+int lmdb_model_exists(ql_txn_t *txn, const ql_id_t *id);
+int lmdb_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                    ql_model_t *out);
+int lmdb_model_put(ql_txn_t *txn, const ql_model_t *m);
+int lmdb_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg);
+int lmdb_model_count(ql_txn_t *txn, const char *project, uint64_t *out);
+int lmdb_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out);
+int lmdb_segment_exists(ql_txn_t *txn, const ql_id_t *id);
+int lmdb_segment_put(ql_txn_t *txn, ql_segment_t *s);
+int lmdb_segment_delete(ql_txn_t *txn, const ql_id_t *id);
+int lmdb_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, void *arg);
+int lmdb_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start,
+                                     int64_t end, ql_segment_cb cb, void *arg);
+int lmdb_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out);
 
 /* The job index keys (layouts above), shared by the store and fsck so the two cannot drift. */
 #define QL_JOB_STATE_KEY_LEN 26
@@ -92,7 +132,6 @@ int ql_store_migrate_job_live(ql_txn_t *txn);
 
 /* LMDB code -> Qilin code. */
 int ql_store_mdb_err(int rc);
-msgpack_zone *ql_txn_zone(ql_txn_t *txn);
 
 static inline MDB_val ql_val(const void *data, size_t len) {
     MDB_val v = {.mv_size = len, .mv_data = (void *)data};

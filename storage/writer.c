@@ -4,6 +4,7 @@
  * and LMDB's commit returns only after its fsync.
  */
 #include "storage/ql_writer.h"
+#include "store_ops.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -109,7 +110,7 @@ static mutation_t *mq_take(mqueue_t *q, size_t max) {
  * full map the mutations that had succeeded are run again in two halves, recursively: in the
  * end a mutation fails with QL_EMAPFULL only if it does not fit after those committed before it.
  */
-static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
+static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n, int tries) {
     ql_txn_t *top;
     int rc = ql_txn_begin(w->store, true, &top);
     if (rc) {
@@ -118,6 +119,12 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
                                        ql_strerror(rc));
         return 0;
     }
+    /* The batch in its order, for a rerun after a transient failure (the loop below compacts
+     * ms to the mutations that applied). */
+    mutation_t *one[1], **orig = n == 1 ? one : malloc(n * sizeof *orig);
+    if (orig)
+        memcpy(orig, ms, n * sizeof *ms);
+    bool transient = false;
     size_t applied = 0;
     for (size_t i = 0; i < n; i++) {
         mutation_t *m = ms[i];
@@ -127,6 +134,7 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
         if (m->status) {
             ql_err_set(&m->err, m->status, "cannot begin a nested transaction: %s",
                        ql_strerror(m->status));
+            transient |= m->status == QL_ETRANSIENT;
             continue;
         }
         m->status = m->fn(child, m->arg, &m->err);
@@ -139,7 +147,27 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
         } else {
             ms[applied++] = m; /* the failed ones keep their answer and drop out of ms */
         }
+        transient |= m->status == QL_ETRANSIENT;
     }
+    /* A lock wait that timed out or a deadlock (a shared store, docs/postgresql.md): the batch
+     * runs again in halves, as on a full map, since batches of several models deadlock with
+     * each other where lone mutations do not; a lone mutation is retried a few times, then fails
+     * alone with QL_ETRANSIENT. Every mutation may run more than once (ql_writer.h). */
+    if (transient && orig) {
+        ql_txn_abort(top);
+        memcpy(ms, orig, n * sizeof *ms);
+        if (orig != one)
+            free(orig);
+        if (n > 1) {
+            size_t half = n / 2;
+            return run_mutations(w, ms, half, 0) + run_mutations(w, ms + half, n - half, 0);
+        }
+        if (tries < 3)
+            return run_mutations(w, ms, 1, tries + 1);
+        return 0; /* it keeps its QL_ETRANSIENT answer */
+    }
+    if (orig != one)
+        free(orig);
     if (applied == 0) {
         ql_txn_abort(top); /* nothing to make durable */
         return 0;
@@ -147,10 +175,12 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n) {
     rc = ql_txn_commit(top);
     if (rc == 0)
         return 1;
-    if (rc == QL_EMAPFULL && applied > 1) {
+    if ((rc == QL_EMAPFULL || rc == QL_ETRANSIENT) && applied > 1) {
         size_t half = applied / 2;
-        return run_mutations(w, ms, half) + run_mutations(w, ms + half, applied - half);
+        return run_mutations(w, ms, half, 0) + run_mutations(w, ms + half, applied - half, 0);
     }
+    if (rc == QL_ETRANSIENT && tries < 3)
+        return run_mutations(w, ms, applied, tries + 1);
     /* Nothing of these is durable: each fails with the commit error. */
     for (size_t i = 0; i < applied; i++)
         ms[i]->status = ql_err_set(&ms[i]->err, rc, "cannot commit: %s", ql_strerror(rc));
@@ -168,7 +198,7 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
         size_t i = 0;
         for (mutation_t *m = batch; m; m = m->next)
             ms[i++] = m;
-        committed = run_mutations(w, ms, n);
+        committed = run_mutations(w, ms, n, 0);
         if (ms != one)
             free(ms);
     } else {
@@ -278,6 +308,9 @@ int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t *
         w->opts = *opts;
     if (!w->opts.max_batch)
         w->opts.max_batch = 4096;
+    /* A backend's own cap (PostgreSQL: 48, its subtransaction cache, docs/postgresql.md). */
+    if (store->ops->max_batch && w->opts.max_batch > store->ops->max_batch)
+        w->opts.max_batch = store->ops->max_batch;
     w->last_commit_ns = uv_hrtime();
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);

@@ -7,8 +7,10 @@
 
 /* qilin sim FILE.yaml ... : the simulation harness (tools/sim*.c). */
 int ql_cmd_sim(int argc, char **argv);
-/* qilin fsck DATA_DIR : the store's invariants (tools/cmd_fsck.c). */
+/* qilin fsck DATA_DIR | --url URL [--schema NAME] : the store's invariants (tools/cmd_fsck.c). */
 int ql_cmd_fsck(int argc, char **argv);
+/* qilin store init|upgrade --url URL : a PostgreSQL store's schema (tools/cmd_store.c). */
+int ql_cmd_store(int argc, char **argv);
 /* qilin bench WHAT : the benchmarks (tools/bench*.c). */
 int ql_cmd_bench(int argc, char **argv);
 /* qilin passwd : a password hash for qilin.server.users (tools/cmd_passwd.c). */

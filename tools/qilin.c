@@ -19,6 +19,7 @@ static void usage(FILE *out) {
                  "Work on local files:\n"
                  "  sim         replay scenarios on a virtual clock (the simulation harness)\n"
                  "  fsck        check a store's invariants\n"
+                 "  store       create or upgrade a PostgreSQL store's schema\n"
                  "  bench       run the benchmarks\n"
                  "  passwd      hash a password for qilin.server.users\n"
                  "\n"
@@ -62,6 +63,8 @@ static int dispatch(int argc, char **argv) {
         return ql_cmd_sim(argc - 1, argv + 1);
     if (!strcmp(cmd, "fsck"))
         return ql_cmd_fsck(argc - 1, argv + 1);
+    if (!strcmp(cmd, "store"))
+        return ql_cmd_store(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return ql_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "passwd"))

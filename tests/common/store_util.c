@@ -2,9 +2,11 @@
 #include "storage/store_int.h"
 
 #include <criterion/criterion.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The one body of the two model helpers of store_util.h: column is the partition column. */
 static int create_model(ql_store_t *store, const char *project, const char *model,
@@ -55,7 +57,11 @@ void ql_test_assert_fsck_clean(ql_store_t *store) {
     free(text);
 }
 
+static uint64_t pg_store_hash(ql_store_t *store);
+
 uint64_t ql_test_store_hash(ql_store_t *store) {
+    if (!strcmp(ql_test_store_backend(), "pg"))
+        return pg_store_hash(store);
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(store, false, &t), 0);
     uint64_t h = 1469598103934665603ull;
@@ -75,5 +81,144 @@ uint64_t ql_test_store_hash(ql_store_t *store) {
         mdb_cursor_close(c);
     }
     ql_txn_abort(t);
+    return h;
+}
+
+/* ---- the backend under test ---- */
+
+/* The schemas this process made, dropped at exit (fixed arrays: no allocation for LeakSanitizer
+ * to see, as in tmp_util.c). */
+#define MAX_SCHEMAS 64
+static struct {
+    char dir[512];
+    char schema[48];
+} schemas[MAX_SCHEMAS];
+static int n_schemas;
+static pid_t schemas_pid;
+static char pg_url[1024];
+
+const char *ql_test_store_backend(void) {
+    const char *b = getenv("QL_TEST_STORE");
+    return b && !strcmp(b, "pg") ? "pg" : "lmdb";
+}
+
+void ql_test_require_backend(const char *backend) {
+    if (strcmp(ql_test_store_backend(), backend) != 0)
+        cr_skip_test("this case is about the %s backend only (QL_TEST_STORE=%s)", backend,
+                     ql_test_store_backend());
+}
+
+static const char *find_pg_url(void) {
+    const char *env = getenv("QL_TEST_PG_URL");
+    if (env && env[0])
+        return env;
+    if (pg_url[0])
+        return pg_url;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pg/url", QL_TEST_BUILD_DIR);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    if (!fgets(pg_url, sizeof pg_url, f))
+        pg_url[0] = '\0';
+    fclose(f);
+    size_t n = strlen(pg_url);
+    while (n && (pg_url[n - 1] == '\n' || pg_url[n - 1] == ' '))
+        pg_url[--n] = '\0';
+    return pg_url[0] ? pg_url : NULL;
+}
+
+const char *ql_test_pg_url(void) {
+    return find_pg_url();
+}
+
+static void drop_schemas(void) {
+    if (getpid() != schemas_pid || n_schemas == 0)
+        return;
+    PGconn *c = PQconnectdb(find_pg_url());
+    if (PQstatus(c) == CONNECTION_OK) {
+        PQclear(PQexec(c, "SET lock_timeout = 5000; SET client_min_messages = warning"));
+        for (int i = 0; i < n_schemas; i++) {
+            char sql[128];
+            snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", schemas[i].schema);
+            PQclear(PQexec(c, sql));
+        }
+    }
+    PQfinish(c);
+    n_schemas = 0;
+}
+
+void ql_test_store_opts(const char *dir, ql_store_opts_t *opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->path = dir;
+    if (strcmp(ql_test_store_backend(), "pg") != 0)
+        return;
+    const char *url = find_pg_url();
+    if (!url) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true"))
+            cr_assert_fail(
+                "QL_TEST_STORE=pg but no PostgreSQL: set QL_TEST_PG_URL or run the pg_start "
+                "fixture (tests/common/pg_fixture.sh)");
+        cr_skip_test("QL_TEST_STORE=pg but no PostgreSQL server is available (the pg_start "
+                     "fixture found no server binaries): skipped");
+    }
+    opts->url = url;
+    if (schemas_pid != getpid()) {
+        schemas_pid = getpid(); /* a forked test process starts its own list */
+        n_schemas = 0;
+        atexit(drop_schemas);
+    }
+    for (int i = 0; i < n_schemas; i++)
+        if (!strcmp(schemas[i].dir, dir)) {
+            opts->pg_schema = schemas[i].schema;
+            return;
+        }
+    cr_assert_lt(n_schemas, MAX_SCHEMAS, "too many test stores in one process");
+    snprintf(schemas[n_schemas].dir, sizeof schemas[n_schemas].dir, "%s", dir);
+    snprintf(schemas[n_schemas].schema, sizeof schemas[n_schemas].schema, "qt_%ld_%d",
+             (long)getpid(), n_schemas);
+    opts->pg_schema = schemas[n_schemas].schema;
+    n_schemas++;
+}
+
+void ql_test_store_open(const char *dir, ql_store_t **store) {
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    ql_err_t err = {0};
+    int rc = ql_store_open(&o, store, &err);
+    cr_assert_eq(rc, 0, "cannot open the test store (%s): %s", ql_test_store_backend(), err.msg);
+}
+
+/* The PostgreSQL form of ql_test_store_hash: every row of every table of the store's schema, in
+ * key order, hashed with FNV-1a. */
+static uint64_t pg_store_hash(ql_store_t *store) {
+    const char *schema = NULL;
+    for (int i = 0; i < n_schemas; i++)
+        if (!strcmp(schemas[i].dir, ql_store_path(store)))
+            schema = schemas[i].schema;
+    cr_assert_not_null(schema, "the store was not opened by ql_test_store_open");
+    PGconn *c = PQconnectdb(find_pg_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    static const char *const tables[] = {"meta key",        "projects name", "models id",
+                                         "segments id",     "jobs id",       "steps job, seq",
+                                         "outputs job, seq"};
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+        char name[32], sql[256];
+        sscanf(tables[i], "%31s", name);
+        snprintf(sql, sizeof sql, "SELECT t::text FROM %s.%s t ORDER BY %s", schema, name,
+                 tables[i] + strlen(name) + 1);
+        PGresult *r = PQexec(c, sql);
+        cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+        for (int row = 0; row < PQntuples(r); row++) {
+            const uint8_t *b = (const uint8_t *)PQgetvalue(r, row, 0);
+            for (int k = 0; k < PQgetlength(r, row, 0); k++)
+                h = (h ^ b[k]) * 1099511628211ull;
+            h = (h ^ (uint64_t)i << 32) * 1099511628211ull;
+        }
+        PQclear(r);
+    }
+    PQfinish(c);
     return h;
 }

@@ -21,4 +21,26 @@ void ql_test_assert_fsck_clean(ql_store_t *store);
  * change means the change wrote nothing. Asserts (Criterion) that the store can be read. */
 uint64_t ql_test_store_hash(ql_store_t *store);
 
+/* ---- the backend under test (docs/postgresql.md, Tests) ----
+ *
+ * QL_TEST_STORE=lmdb (the default) or pg selects the backend the store-using tests run on; the
+ * <name>@pg tests of tests/CMakeLists.txt set it. On PostgreSQL the database is QL_TEST_PG_URL,
+ * else the one the pg_start fixture wrote to <build>/pg/url. Each data directory a test process
+ * opens gets a schema of its own, qt_<pid>_<n> (the same one when the directory is opened
+ * again, so reopening sees the data), dropped when the process exits. */
+
+/* "lmdb" or "pg". */
+const char *ql_test_store_backend(void);
+/* Skips the test (cr_skip) unless the backend under test is `backend`: for cases about one
+ * backend's own mechanics (LMDB's layers, key layouts, reader table, map size). */
+void ql_test_require_backend(const char *backend);
+/* Fills *opts for a store in dir on the backend under test (every other field zero); the
+ * strings stay valid until the process exits. Skips the test when PostgreSQL is selected and
+ * none is available (fails it in CI, CI=true). */
+void ql_test_store_opts(const char *dir, ql_store_opts_t *opts);
+/* The PostgreSQL conninfo of the tests (QL_TEST_PG_URL or the fixture's), NULL when none. */
+const char *ql_test_pg_url(void);
+/* ql_store_open with ql_test_store_opts; asserts that it worked. */
+void ql_test_store_open(const char *dir, ql_store_t **store);
+
 #endif

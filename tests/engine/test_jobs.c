@@ -18,6 +18,8 @@
 #include "scheduler/ql_submit.h"
 #include "tests/common/tmp_util.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <ftw.h>
@@ -76,7 +78,9 @@ static void new_model(ql_txn_t *t, const char *name, const char *set, ql_id_t *o
 
 static void setup(void) {
     ql_test_tmpdir(dir, sizeof dir, "ql_jobs");
-    ql_store_opts_t so = {.path = dir, .map_size = 64u << 20};
+    ql_store_opts_t so;
+    ql_test_store_opts(dir, &so);
+    so.map_size = 64u << 20;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &store, &err), 0, "%s", err.msg);
     cr_assert_eq(

@@ -15,6 +15,8 @@
 #include "scheduler/ql_submit.h"
 #include "tests/common/tmp_util.h"
 
+#include "tests/common/store_util.h"
+
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <ftw.h>
@@ -206,7 +208,9 @@ static void writer_threaded(void) {
 
 static void setup(void) {
     ql_test_tmpdir(dir, sizeof dir, "ql_disp");
-    ql_store_opts_t o = {.path = dir, .id_seed = 42};
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    o.id_seed = 42;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_clock_virtual_new(NOW0, &clk), 0);

@@ -988,7 +988,9 @@ typedef struct {
 
 static void vsched_open(vsched_t *v, const char *yaml, const ql_sched_opts_t *extra) {
     ql_test_tmpdir(v->dir, sizeof v->dir, "ql_vsched");
-    ql_store_opts_t so = {.path = v->dir, .map_size = 64u << 20};
+    ql_store_opts_t so;
+    ql_test_store_opts(v->dir, &so);
+    so.map_size = 64u << 20;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &v->store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_templates_load_buffer(yaml, strlen(yaml), "jobs.yaml", &v->tpl, &err), 0, "%s",

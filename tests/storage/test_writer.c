@@ -51,9 +51,8 @@ static void commit_hook(void *arg) {
 
 static void setup(void) {
     ql_test_tmpdir(dir, sizeof dir, "ql_writer");
-    ql_store_opts_t o = {.path = dir};
+    ql_test_store_open(dir, &store);
     ql_err_t err;
-    cr_assert_eq(ql_store_open(&o, &store, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_test_create_daily_model(store, "p", "m", &model, &err), 0, "%s", err.msg);
     atomic_store(&commits, 0);
     ql_store_set_commit_hook(store, commit_hook, NULL);

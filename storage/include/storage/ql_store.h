@@ -1,7 +1,9 @@
 /*
- * The metadata store: one LMDB environment under a data directory, holding projects, models,
- * segments, jobs, steps and step outputs, with the indexes that keep every hot path a B-tree
- * lookup (docs/design/metadata.md, Store).
+ * The metadata store: projects, models, segments, jobs, steps and step outputs, with the indexes
+ * that keep every hot path a B-tree lookup (docs/design/metadata.md, Store). Two backends give
+ * the same guarantees: one LMDB environment under a data directory (the default, described
+ * below), or a PostgreSQL database that several servers may share (opts.url; what differs is in
+ * docs/postgresql.md, and tests/storage/test_store_contract.c is the contract of both).
  *
  * DESIGN.
  * - Transactions: every read or change goes through a ql_txn_t. A write transaction changes
@@ -53,6 +55,13 @@ typedef struct ql_store_opts {
      * qilin.storage.writer-stall-ms). 0: QL_STORE_DEFAULT_WRITER_STALL_MS. */
     int64_t writer_stall_ms;
     struct ql_log *log; /* borrowed, may be NULL (stderr): the writer guard's decisions */
+    /* PostgreSQL (docs/postgresql.md): NULL or "": the LMDB store under path. Otherwise a
+     * postgresql:// URL or a libpq conninfo of the database that holds the metadata; path then
+     * only holds the step logs. map_size, max_readers and writer_stall_ms do not apply. */
+    const char *url;
+    const char *pg_schema;      /* NULL or "": "qilin" (created when missing) */
+    unsigned pg_pool_size;      /* connections kept; 0: 6 */
+    int64_t pg_lock_timeout_ms; /* a write's wait for another's lock; 0: 2000 */
 } ql_store_opts_t;
 
 /* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store
@@ -75,7 +84,8 @@ bool ql_store_upgraded_from(const ql_store_t *store, uint64_t *major, uint64_t *
 void ql_store_new_id(ql_store_t *store, ql_id_t *out);
 
 typedef struct ql_store_stat {
-    uint64_t map_size;   /* configured limit, bytes */
+    const char *backend; /* "lmdb" or "postgresql" (static string) */
+    uint64_t map_size;   /* configured limit, bytes (0: none, PostgreSQL) */
     uint64_t used_bytes; /* pages in use times page size */
     uint64_t file_bytes; /* size of the data file on disk */
 } ql_store_stat_t;
@@ -184,7 +194,7 @@ typedef struct ql_live_job {
 typedef int (*ql_live_job_cb)(const ql_live_job_t *j, void *arg);
 int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg);
 /* The non-final jobs of a model whose range overlaps [start, end), by range start: O(log n + k)
- * however many live jobs the model has (see store_jobs.c for the invariant it rests on). */
+ * however many live jobs the model has (see store_lmdb_jobs.c for the invariant it rests on). */
 int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg);
 
@@ -195,7 +205,7 @@ typedef int (*ql_job_ref_cb)(const ql_id_t *id, ql_state_t state, int64_t modify
 int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
                           void *arg);
 /* Number of jobs of a project (NULL: all) whose state is in state_mask (bit 1 << state), from
- * counters: no scan. */
+ * counters on LMDB (no scan); an index-only count on PostgreSQL. */
 int ql_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out);
 
 /* ---- steps and their output ---- */

@@ -53,7 +53,7 @@ typedef struct ql_writer_opts {
                                   ready for ql_writer_complete(); NULL: answer on the writer
                                   thread */
     void *notify_arg;
-    size_t max_batch; /* mutations per transaction at most; 0: 4096 */
+    size_t max_batch; /* mutations per transaction at most; 0: 4096 (PostgreSQL: at most 48) */
 } ql_writer_opts_t;
 
 typedef struct ql_writer_stats {

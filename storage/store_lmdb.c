@@ -1,4 +1,5 @@
-/* The LMDB environment: open/close, schema version, transactions, ids, low-level table access. */
+/* The LMDB backend: open/close, schema version, transactions, low-level table access, and its
+ * backend table (store_ops.h). */
 #include "store_int.h"
 
 #include <errno.h>
@@ -144,38 +145,38 @@ static int check_schema(ql_store_t *s, ql_err_t *err) {
     return 0;
 }
 
-int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) {
+static const store_ops_t lmdb_ops;
+static void lmdb_close(ql_store_t *s);
+static int lmdb_maintain(ql_store_t *s, int *cleared);
+
+int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) {
     *out = NULL;
-    if (!opts || !opts->path || !opts->path[0])
-        return ql_err_set(err, QL_EINVAL, "qilin.storage.path: no data directory given");
     int rc;
     if (!opts->read_only && (rc = mkdir_p(opts->path)))
         return ql_err_set(err, rc, "qilin.storage.path: cannot create %s: %s", opts->path,
                           ql_strerror(rc));
-    ql_store_t *s = calloc(1, sizeof *s);
-    if (!s || !(s->path = strdup(opts->path))) {
-        free(s);
+    lmdb_store_t *L = calloc(1, sizeof *L);
+    if (!L || store_base_init(&L->base, &lmdb_ops, opts)) {
+        free(L);
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     }
-    pthread_mutex_init(&s->id_lock, NULL);
-    s->read_only = opts->read_only;
-    s->map_size = opts->map_size ? opts->map_size : QL_STORE_DEFAULT_MAP_SIZE;
-    s->id_state = opts->id_seed;
+    ql_store_t *s = &L->base;
+    L->map_size = opts->map_size ? opts->map_size : QL_STORE_DEFAULT_MAP_SIZE;
 
     /* MDB_NOMEMINIT: LMDB otherwise zeroes every page it mallocs before filling it, and a
      * writer's nested transactions (one per mutation) malloc a copy of each page they touch:
      * that memset was a fifth of the writer's instructions. What it protected, the unused bytes
      * of a page never read back, only ever holds this process's own memory in its own file. */
     unsigned flags = MDB_NOTLS | MDB_NOMEMINIT | (opts->read_only ? MDB_RDONLY : 0);
-    if ((rc = mdb_env_create(&s->env)) || (rc = mdb_env_set_mapsize(s->env, s->map_size)) ||
-        (rc = mdb_env_set_maxdbs(s->env, DB_COUNT + 2)) ||
-        (rc = mdb_env_set_maxreaders(s->env, opts->max_readers ? opts->max_readers : 126)) ||
+    if ((rc = mdb_env_create(&L->env)) || (rc = mdb_env_set_mapsize(L->env, L->map_size)) ||
+        (rc = mdb_env_set_maxdbs(L->env, DB_COUNT + 2)) ||
+        (rc = mdb_env_set_maxreaders(L->env, opts->max_readers ? opts->max_readers : 126)) ||
         /* 0600: data.mdb and lock.mdb are the server user's alone (a reader slot in lock.mdb
          * is writable state, and the metadata is nobody else's to read). */
-        (rc = mdb_env_open(s->env, s->path, flags, 0600))) {
+        (rc = mdb_env_open(L->env, s->path, flags, 0600))) {
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the store at %s: %s", s->path, mdb_strerror(rc));
-        ql_store_close(s);
+        lmdb_close(s);
         return code;
     }
 
@@ -183,143 +184,80 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) 
         (rc = ql_wguard_open(s->path,
                              opts->writer_stall_ms > 0 ? opts->writer_stall_ms
                                                        : QL_STORE_DEFAULT_WRITER_STALL_MS,
-                             opts->log, &s->guard))) {
+                             opts->log, &L->guard))) {
         ql_err_set(err, rc, "cannot open the writer guard of the store at %s: %s", s->path,
                    ql_strerror(rc));
-        ql_store_close(s);
+        lmdb_close(s);
         return rc;
     }
 
     MDB_txn *txn;
-    if (s->guard && (rc = ql_wguard_enter(s->guard))) {
+    if (L->guard && (rc = ql_wguard_enter(L->guard))) {
         ql_err_set(err, rc, "cannot take the writer guard of the store at %s: %s", s->path,
                    ql_strerror(rc));
-        ql_store_close(s);
+        lmdb_close(s);
         return rc;
     }
-    if ((rc = mdb_txn_begin(s->env, NULL, opts->read_only ? MDB_RDONLY : 0, &txn))) {
-        if (s->guard)
-            ql_wguard_leave(s->guard);
+    if ((rc = mdb_txn_begin(L->env, NULL, opts->read_only ? MDB_RDONLY : 0, &txn))) {
+        if (L->guard)
+            ql_wguard_leave(L->guard);
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the store at %s: %s", s->path, mdb_strerror(rc));
-        ql_store_close(s);
+        lmdb_close(s);
         return code;
     }
     for (int i = 0; i < DB_COUNT && !rc; i++)
-        rc = mdb_dbi_open(txn, db_names[i], opts->read_only ? 0 : MDB_CREATE, &s->dbi[i]);
+        rc = mdb_dbi_open(txn, db_names[i], opts->read_only ? 0 : MDB_CREATE, &L->dbi[i]);
     if (!rc)
         rc = mdb_txn_commit(txn);
     else
         mdb_txn_abort(txn);
-    if (s->guard)
-        ql_wguard_leave(s->guard);
+    if (L->guard)
+        ql_wguard_leave(L->guard);
     if (rc) {
         int code = ql_store_mdb_err(rc);
         ql_err_set(err, code, "cannot open the tables of the store at %s: %s", s->path,
                    rc == MDB_NOTFOUND ? "not a Qilin store" : mdb_strerror(rc));
-        ql_store_close(s);
+        lmdb_close(s);
         return code;
     }
     if ((rc = check_schema(s, err))) {
-        ql_store_close(s);
+        lmdb_close(s);
         return rc;
     }
-    ql_store_clear_stale_readers(s, NULL); /* left by processes that died before this open */
+    lmdb_maintain(s, NULL); /* stale reader slots left by processes that died before this open */
     *out = s;
     return 0;
 }
 
-int ql_store_clear_stale_readers(ql_store_t *s, int *cleared) {
+static int lmdb_maintain(ql_store_t *s, int *cleared) {
     int dead = 0;
-    int rc = mdb_reader_check(s->env, &dead);
+    int rc = mdb_reader_check(ql_lmdb(s)->env, &dead);
     if (cleared)
         *cleared = rc ? 0 : dead;
     return ql_store_mdb_err(rc);
 }
 
-void ql_store_close(ql_store_t *s) {
+static void lmdb_close(ql_store_t *s) {
     if (!s)
         return;
-    if (s->env)
-        mdb_env_close(s->env);
-    ql_wguard_close(s->guard);
-    pthread_mutex_destroy(&s->id_lock);
-    free(s->path);
-    free(s);
+    lmdb_store_t *L = ql_lmdb(s);
+    if (L->env)
+        mdb_env_close(L->env);
+    ql_wguard_close(L->guard);
+    store_base_fini(s);
+    free(L);
 }
 
-bool ql_store_upgraded_from(const ql_store_t *s, uint64_t *major, uint64_t *minor) {
-    *major = s->upgraded_major;
-    *minor = s->upgraded_minor;
-    return s->upgraded_major != 0;
-}
-
-const char *ql_store_path(const ql_store_t *s) {
-    return s->path;
-}
-
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void ql_store_new_id(ql_store_t *s, ql_id_t *out) {
-    if (s->id_state) {
-        pthread_mutex_lock(&s->id_lock);
-        uint64_t a = splitmix64(&s->id_state), b = splitmix64(&s->id_state);
-        pthread_mutex_unlock(&s->id_lock);
-        memcpy(out->b, &a, 8);
-        memcpy(out->b + 8, &b, 8);
-        out->b[6] = (uint8_t)((out->b[6] & 0x0f) | 0x40); /* version 4 */
-    } else {
-        /* A time-ordered UUID (version 7, RFC 9562): 48 bits of wall-clock milliseconds, a
-         * 12-bit sequence that keeps ids from one store increasing within a millisecond (and
-         * across a clock step back), then 62 random bits. Ids made close in time sort close
-         * together, so the records of jobs submitted and run together share B-tree pages
-         * (jobs, steps, outputs, segment ids): a commit of many job changes writes a few pages
-         * instead of one random page per record, which with random ids dominated the writer's
-         * I/O. The time is only an ordering hint, never read back as a time, which is why it
-         * comes from the system clock rather than a ql_clock_t. */
-        uint8_t rnd[8];
-        size_t got = 0;
-        while (got < sizeof rnd) {
-            ssize_t n = getrandom(rnd + got, sizeof rnd - got, 0);
-            if (n > 0)
-                got += (size_t)n;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-        pthread_mutex_lock(&s->id_lock);
-        if (ms > s->id_last_ms) {
-            s->id_last_ms = ms;
-            s->id_seq = 0;
-        } else if (++s->id_seq > 0xfff) {
-            s->id_last_ms++; /* 4096 ids in one millisecond: borrow the next one */
-            s->id_seq = 0;
-        }
-        ms = s->id_last_ms;
-        uint16_t seq = s->id_seq;
-        pthread_mutex_unlock(&s->id_lock);
-        for (int i = 0; i < 6; i++)
-            out->b[i] = (uint8_t)(ms >> (40 - 8 * i));
-        out->b[6] = (uint8_t)(0x70 | (seq >> 8)); /* version 7 */
-        out->b[7] = (uint8_t)seq;
-        memcpy(out->b + 8, rnd, 8);
-    }
-    out->b[8] = (uint8_t)((out->b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-}
-
-int ql_store_stat(ql_store_t *s, ql_store_stat_t *out) {
+static int lmdb_stat(ql_store_t *s, ql_store_stat_t *out) {
     MDB_envinfo info;
     MDB_stat st;
-    int rc = mdb_env_info(s->env, &info);
+    int rc = mdb_env_info(ql_lmdb(s)->env, &info);
     if (!rc)
-        rc = mdb_env_stat(s->env, &st);
+        rc = mdb_env_stat(ql_lmdb(s)->env, &st);
     if (rc)
         return ql_store_mdb_err(rc);
+    out->backend = "lmdb";
     out->map_size = info.me_mapsize;
     out->used_bytes = (uint64_t)(info.me_last_pgno + 1) * st.ms_psize;
     char file[4096];
@@ -329,35 +267,34 @@ int ql_store_stat(ql_store_t *s, ql_store_stat_t *out) {
     return 0;
 }
 
-void ql_store_set_commit_hook(ql_store_t *s, ql_store_commit_hook hook, void *arg) {
-    s->commit_hook = hook;
-    s->commit_hook_arg = arg;
-}
-
 /* ---- transactions ---- */
 
-static int txn_new(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+static int lmdb_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
     *out = NULL;
     if (write && s->read_only)
         return UV_EROFS;
-    ql_txn_t *t = calloc(1, sizeof *t);
-    if (!t)
+    lmdb_store_t *L = ql_lmdb(s);
+    lmdb_txn_t *lt = calloc(1, sizeof *lt);
+    if (!lt)
         return UV_ENOMEM;
+    ql_txn_t *t = &lt->base;
     /* A top-level write transaction takes the writer guard first, so a wait for another
      * process's write happens where that process can be looked at (writer_guard.h). */
-    bool guard = write && !parent && s->guard;
+    bool guard = write && !parent && L->guard;
     int rc;
-    if (guard && (rc = ql_wguard_enter(s->guard))) {
-        free(t);
+    if (guard && (rc = ql_wguard_enter(L->guard))) {
+        free(lt);
         return rc;
     }
-    rc = mdb_txn_begin(s->env, parent ? parent->txn : NULL, write ? 0 : MDB_RDONLY, &t->txn);
+    rc =
+        mdb_txn_begin(L->env, parent ? ql_mdb_txn(parent) : NULL, write ? 0 : MDB_RDONLY, &lt->txn);
     if (rc) {
         if (guard)
-            ql_wguard_leave(s->guard);
-        free(t);
+            ql_wguard_leave(L->guard);
+        free(lt);
         return ql_store_mdb_err(rc);
     }
+    t->ops = s->ops;
     t->store = s;
     t->parent = parent;
     t->write = write;
@@ -365,20 +302,8 @@ static int txn_new(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) 
     return 0;
 }
 
-int ql_txn_begin(ql_store_t *s, bool write, ql_txn_t **out) {
-    return txn_new(s, NULL, write, out);
-}
-
-int ql_txn_begin_nested(ql_txn_t *parent, ql_txn_t **out) {
-    if (!parent->write)
-        return QL_EINVAL;
-    return txn_new(parent->store, parent, true, out);
-}
-
 static void txn_free(ql_txn_t *t) {
-    if (t->zone_ready)
-        msgpack_zone_destroy(&t->zone);
-    ql_buf_free(&t->buf);
+    store_txn_fini(t);
     free(t);
 }
 
@@ -396,45 +321,26 @@ static bool disk_is_full(const ql_store_t *s) {
 
 /* Whether t holds the writer guard (a top-level write transaction of a writable store). */
 static bool holds_guard(const ql_txn_t *t) {
-    return t->write && !t->parent && t->store->guard;
+    return t->write && !t->parent && ql_lmdb(t->store)->guard;
 }
 
-int ql_txn_commit(ql_txn_t *t) {
-    int mrc = mdb_txn_commit(t->txn);
+static int lmdb_txn_commit(ql_txn_t *t) {
+    int mrc = mdb_txn_commit(ql_mdb_txn(t));
     if (holds_guard(t))
-        ql_wguard_leave(t->store->guard); /* LMDB's write mutex is free again */
+        ql_wguard_leave(ql_lmdb(t->store)->guard); /* LMDB's write mutex is free again */
     int rc =
         mrc == EIO && t->write && disk_is_full(t->store) ? QL_EDISKFULL : ql_store_mdb_err(mrc);
-    if (!rc && t->write && !t->parent && t->store->commit_hook)
-        t->store->commit_hook(t->store->commit_hook_arg);
+    if (!rc)
+        store_run_commit_hook(t);
     txn_free(t);
     return rc;
 }
 
-void ql_txn_abort(ql_txn_t *t) {
-    if (!t)
-        return;
-    mdb_txn_abort(t->txn);
+static void lmdb_txn_abort(ql_txn_t *t) {
+    mdb_txn_abort(ql_mdb_txn(t));
     if (holds_guard(t))
-        ql_wguard_leave(t->store->guard);
+        ql_wguard_leave(ql_lmdb(t->store)->guard);
     txn_free(t);
-}
-
-bool ql_txn_is_write(const ql_txn_t *t) {
-    return t->write;
-}
-
-ql_store_t *ql_txn_store(ql_txn_t *t) {
-    return t->store;
-}
-
-msgpack_zone *ql_txn_zone(ql_txn_t *t) {
-    if (!t->zone_ready) {
-        if (!msgpack_zone_init(&t->zone, 4096))
-            return NULL;
-        t->zone_ready = true;
-    }
-    return &t->zone;
 }
 
 /* ---- low-level access ---- */
@@ -444,33 +350,33 @@ msgpack_zone *ql_txn_zone(ql_txn_t *t) {
  * project or model name), so such a key is the caller's bad input: QL_EINVAL, and the store is
  * never asked. QL_ECORRUPT stays reserved for a store that really is corrupt. */
 static bool key_ok(const ql_txn_t *t, size_t klen) {
-    return klen > 0 && klen <= (size_t)mdb_env_get_maxkeysize(t->store->env);
+    return klen > 0 && klen <= (size_t)mdb_env_get_maxkeysize(ql_lmdb(t->store)->env);
 }
 
 int ql_db_get(ql_txn_t *t, int db, const void *key, size_t klen, MDB_val *val) {
     if (!key_ok(t, klen))
         return QL_EINVAL;
     MDB_val k = ql_val(key, klen);
-    return ql_store_mdb_err(mdb_get(t->txn, t->store->dbi[db], &k, val));
+    return ql_store_mdb_err(mdb_get(ql_mdb_txn(t), ql_lmdb(t->store)->dbi[db], &k, val));
 }
 
 int ql_db_put(ql_txn_t *t, int db, const void *key, size_t klen, const void *val, size_t vlen) {
     if (!t->write || !key_ok(t, klen))
         return QL_EINVAL;
     MDB_val k = ql_val(key, klen), v = ql_val(val, vlen);
-    return ql_store_mdb_err(mdb_put(t->txn, t->store->dbi[db], &k, &v, 0));
+    return ql_store_mdb_err(mdb_put(ql_mdb_txn(t), ql_lmdb(t->store)->dbi[db], &k, &v, 0));
 }
 
 int ql_db_del(ql_txn_t *t, int db, const void *key, size_t klen) {
     if (!t->write || !key_ok(t, klen))
         return QL_EINVAL;
     MDB_val k = ql_val(key, klen);
-    int rc = mdb_del(t->txn, t->store->dbi[db], &k, NULL);
+    int rc = mdb_del(ql_mdb_txn(t), ql_lmdb(t->store)->dbi[db], &k, NULL);
     return rc == MDB_NOTFOUND ? 0 : ql_store_mdb_err(rc);
 }
 
 int ql_db_cursor(ql_txn_t *t, int db, MDB_cursor **out) {
-    return ql_store_mdb_err(mdb_cursor_open(t->txn, t->store->dbi[db], out));
+    return ql_store_mdb_err(mdb_cursor_open(ql_mdb_txn(t), ql_lmdb(t->store)->dbi[db], out));
 }
 
 int ql_count_get(ql_txn_t *t, const void *key, size_t klen, uint64_t *out) {
@@ -506,7 +412,7 @@ int ql_count_add(ql_txn_t *t, const void *key, size_t klen, int64_t delta) {
 
 /* ---- meta values ---- */
 
-int ql_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out) {
+int lmdb_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out) {
     MDB_val v;
     int rc = ql_db_get(t, DB_META, key, strlen(key), &v);
     if (rc)
@@ -517,13 +423,13 @@ int ql_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out) {
     return 0;
 }
 
-int ql_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value) {
+int lmdb_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value) {
     uint8_t buf[8];
     ql_put_be64(buf, value);
     return ql_db_put(t, DB_META, key, strlen(key), buf, 8);
 }
 
-int ql_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap) {
+int lmdb_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap) {
     MDB_val v;
     int rc = ql_db_get(t, DB_META, key, strlen(key), &v);
     if (rc)
@@ -535,6 +441,53 @@ int ql_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap) {
     return 0;
 }
 
-int ql_meta_put_str(ql_txn_t *t, const char *key, const char *value) {
+int lmdb_meta_put_str(ql_txn_t *t, const char *key, const char *value) {
     return ql_db_put(t, DB_META, key, strlen(key), value, strlen(value));
 }
+
+static const store_ops_t lmdb_ops = {
+    .name = "lmdb",
+    .close = lmdb_close,
+    .maintain = lmdb_maintain,
+    .stat = lmdb_stat,
+    .fsck = lmdb_fsck,
+    .txn_begin = lmdb_txn_begin,
+    .txn_commit = lmdb_txn_commit,
+    .txn_abort = lmdb_txn_abort,
+    .meta_get_u64 = lmdb_meta_get_u64,
+    .meta_put_u64 = lmdb_meta_put_u64,
+    .meta_get_str = lmdb_meta_get_str,
+    .meta_put_str = lmdb_meta_put_str,
+    .metadata_generation = lmdb_metadata_generation,
+    .project_get = lmdb_project_get,
+    .project_put = lmdb_project_put,
+    .project_foreach = lmdb_project_foreach,
+    .project_count = lmdb_project_count,
+    .model_get = lmdb_model_get,
+    .model_exists = lmdb_model_exists,
+    .model_find = lmdb_model_find,
+    .model_put = lmdb_model_put,
+    .model_foreach = lmdb_model_foreach,
+    .model_count = lmdb_model_count,
+    .segment_get = lmdb_segment_get,
+    .segment_exists = lmdb_segment_exists,
+    .segment_put = lmdb_segment_put,
+    .segment_delete = lmdb_segment_delete,
+    .segment_foreach = lmdb_segment_foreach,
+    .segment_foreach_overlapping = lmdb_segment_foreach_overlapping,
+    .segment_count = lmdb_segment_count,
+    .job_get = lmdb_job_get,
+    .job_put = lmdb_job_put,
+    .job_foreach_state = lmdb_job_foreach_state,
+    .job_foreach_state_ref = lmdb_job_foreach_state_ref,
+    .job_foreach_model = lmdb_job_foreach_model,
+    .job_foreach_live = lmdb_job_foreach_live,
+    .job_foreach_live_overlapping = lmdb_job_foreach_live_overlapping,
+    .job_foreach_recent = lmdb_job_foreach_recent,
+    .job_count = lmdb_job_count,
+    .step_get = lmdb_step_get,
+    .step_put = lmdb_step_put,
+    .step_foreach = lmdb_step_foreach,
+    .output_get = lmdb_output_get,
+    .output_put = lmdb_output_put,
+};

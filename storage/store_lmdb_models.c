@@ -6,7 +6,7 @@
 
 /* ---- projects ---- */
 
-int ql_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t *out) {
+int lmdb_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project_t *out) {
     MDB_val v;
     int rc = ql_db_get(txn, DB_PROJECTS, name, strlen(name), &v);
     if (rc)
@@ -25,7 +25,7 @@ static int bump_generation(ql_txn_t *txn) {
     return ql_meta_put_u64(txn, "metadata_generation", gen + 1);
 }
 
-int ql_store_metadata_generation(ql_txn_t *txn, uint64_t *out) {
+int lmdb_metadata_generation(ql_txn_t *txn, uint64_t *out) {
     int rc = ql_meta_get_u64(txn, "metadata_generation", out);
     if (rc == QL_ENOTFOUND) {
         *out = 0;
@@ -34,7 +34,7 @@ int ql_store_metadata_generation(ql_txn_t *txn, uint64_t *out) {
     return rc;
 }
 
-int ql_project_put(ql_txn_t *txn, const ql_project_t *p) {
+int lmdb_project_put(ql_txn_t *txn, const ql_project_t *p) {
     size_t n = strlen(p->name);
     if (n == 0 || n > QL_NAME_MAX)
         return QL_EINVAL;
@@ -45,7 +45,7 @@ int ql_project_put(ql_txn_t *txn, const ql_project_t *p) {
     return ql_db_put(txn, DB_PROJECTS, p->name, n, txn->buf.data, txn->buf.len);
 }
 
-int ql_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg) {
+int lmdb_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_PROJECTS, &c);
     if (rc)
@@ -70,9 +70,9 @@ int ql_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg) {
     return rc > 0 ? 0 : rc;
 }
 
-int ql_project_count(ql_txn_t *txn, uint64_t *out) {
+int lmdb_project_count(ql_txn_t *txn, uint64_t *out) {
     MDB_stat st;
-    int rc = mdb_stat(txn->txn, txn->store->dbi[DB_PROJECTS], &st);
+    int rc = mdb_stat(ql_mdb_txn(txn), ql_lmdb(txn->store)->dbi[DB_PROJECTS], &st);
     if (rc)
         return ql_store_mdb_err(rc);
     *out = st.ms_entries;
@@ -96,7 +96,7 @@ static size_t count_key(uint8_t *buf, const char *project) {
     return pl + 1;
 }
 
-int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+int lmdb_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out) {
     MDB_val v;
     int rc = ql_db_get(txn, DB_MODELS, id->b, 16, &v);
     if (rc)
@@ -105,13 +105,13 @@ int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *o
     return z ? ql_model_decode_z(z, v.mv_data, v.mv_size, flags, out) : UV_ENOMEM;
 }
 
-int ql_model_exists(ql_txn_t *txn, const ql_id_t *id) {
+int lmdb_model_exists(ql_txn_t *txn, const ql_id_t *id) {
     MDB_val v;
     return ql_db_get(txn, DB_MODELS, id->b, 16, &v);
 }
 
-int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
-                  ql_model_t *out) {
+int lmdb_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                    ql_model_t *out) {
     if (strlen(project) > QL_NAME_MAX || strlen(name) > QL_NAME_MAX)
         return QL_ENOTFOUND;
     uint8_t key[2 * QL_NAME_MAX + 2];
@@ -126,7 +126,7 @@ int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned
     return ql_model_get(txn, &id, flags, out);
 }
 
-int ql_model_put(ql_txn_t *txn, const ql_model_t *m) {
+int lmdb_model_put(ql_txn_t *txn, const ql_model_t *m) {
     if (!m->name[0] || !m->project[0] || ql_id_is_zero(&m->id))
         return QL_EINVAL;
     MDB_val v;
@@ -176,7 +176,7 @@ int ql_model_put(ql_txn_t *txn, const ql_model_t *m) {
     return ql_db_put(txn, DB_MODELS, m->id.b, 16, txn->buf.data, txn->buf.len);
 }
 
-int ql_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg) {
+int lmdb_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg) {
     size_t pl = strlen(project);
     if (pl > QL_NAME_MAX)
         return 0;
@@ -209,7 +209,7 @@ int ql_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *a
     return rc > 0 ? 0 : rc;
 }
 
-int ql_model_count(ql_txn_t *txn, const char *project, uint64_t *out) {
+int lmdb_model_count(ql_txn_t *txn, const char *project, uint64_t *out) {
     if (strlen(project) > QL_NAME_MAX) {
         *out = 0;
         return 0;

@@ -41,7 +41,7 @@ static int decode(ql_txn_t *txn, const MDB_val *v, unsigned flags, ql_segment_t 
     return z ? ql_segment_decode_z(z, v->mv_data, v->mv_size, flags, out) : UV_ENOMEM;
 }
 
-int ql_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out) {
+int lmdb_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out) {
     MDB_val key, v;
     int rc = ql_db_get(txn, DB_SEGMENT_IDS, id->b, 16, &key);
     if (rc)
@@ -55,7 +55,7 @@ int ql_segment_get(ql_txn_t *txn, const ql_id_t *id, ql_segment_t *out) {
     return decode(txn, &v, QL_DECODE_KEEP_EXTRA, out);
 }
 
-int ql_segment_exists(ql_txn_t *txn, const ql_id_t *id) {
+int lmdb_segment_exists(ql_txn_t *txn, const ql_id_t *id) {
     MDB_val key;
     return ql_db_get(txn, DB_SEGMENT_IDS, id->b, 16, &key);
 }
@@ -77,7 +77,7 @@ static int probe_cb(const ql_segment_t *s, void *arg) {
     return 1;
 }
 
-int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
+int lmdb_segment_put(ql_txn_t *txn, ql_segment_t *s) {
     if (ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
         ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
         return QL_EINVAL;
@@ -117,7 +117,7 @@ int ql_segment_put(ql_txn_t *txn, ql_segment_t *s) {
     return moved ? ql_db_put(txn, DB_SEGMENT_IDS, s->id.b, 16, k, SEG_KEY_LEN) : 0;
 }
 
-int ql_segment_delete(ql_txn_t *txn, const ql_id_t *id) {
+int lmdb_segment_delete(ql_txn_t *txn, const ql_id_t *id) {
     MDB_val key;
     int rc = ql_db_get(txn, DB_SEGMENT_IDS, id->b, 16, &key);
     if (rc)
@@ -223,8 +223,8 @@ static int layer_scan(ql_txn_t *txn, const ql_id_t *model, uint8_t layer, int64_
     return rc;
 }
 
-int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
-                                   ql_segment_cb cb, void *arg) {
+int lmdb_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start,
+                                     int64_t end, ql_segment_cb cb, void *arg) {
     if (start >= end)
         return 0;
     /* One cursor for both layers: when the layer-0 walk ran past the model's layer-0 keys (the
@@ -241,44 +241,7 @@ int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t 
     return rc > 0 ? 0 : rc;
 }
 
-typedef struct {
-    ql_segment_t *out;
-    size_t cap, n;
-} collect_t;
-
-static int collect_cb(const ql_segment_t *s, void *arg) {
-    collect_t *c = arg;
-    if (c->n < c->cap)
-        c->out[c->n] = *s;
-    c->n++;
-    return 0;
-}
-
-static bool seg_less(const ql_segment_t *a, const ql_segment_t *b) {
-    return a->start < b->start || (a->start == b->start && a->end < b->end);
-}
-
-int ql_segment_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
-                           ql_segment_t *out, size_t cap, size_t *n) {
-    collect_t c = {.out = out, .cap = cap};
-    int rc = ql_segment_foreach_overlapping(txn, model, start, end, collect_cb, &c);
-    size_t got = c.n < cap ? c.n : cap;
-    for (size_t i = 1; i < got; i++) { /* insertion sort: k is small and nearly sorted */
-        ql_segment_t x = out[i];
-        size_t j = i;
-        while (j > 0 && seg_less(&x, &out[j - 1])) {
-            out[j] = out[j - 1];
-            j--;
-        }
-        out[j] = x;
-    }
-    *n = c.n;
-    if (rc)
-        return rc;
-    return c.n > cap ? QL_ETOOBIG : 0;
-}
-
-int ql_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, void *arg) {
+int lmdb_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, void *arg) {
     /* Merge the two layers' cursors by start. */
     MDB_cursor *c[2];
     MDB_val k[2], v[2];
@@ -317,7 +280,7 @@ int ql_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, vo
     return rc > 0 ? 0 : rc;
 }
 
-int ql_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out) {
+int lmdb_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out) {
     uint8_t ck[17];
     return ql_count_get(txn, ck, seg_count_key(ck, model), out);
 }

@@ -59,7 +59,7 @@ static bool non_final(ql_state_t s) {
     return !ql_state_is_final(s);
 }
 
-int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) {
+int lmdb_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     MDB_val v;
     int rc = ql_db_get(txn, DB_JOBS, id->b, 16, &v);
     if (rc)
@@ -135,7 +135,7 @@ static int index_job(ql_txn_t *txn, const ql_job_t *old, const ql_job_t *j) {
     return count_state(txn, j, 1);
 }
 
-int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
+int lmdb_job_put(ql_txn_t *txn, const ql_job_t *j) {
     if (ql_id_is_zero(&j->id) || !j->project[0] || (unsigned)j->state >= QL_JOB_STATE_COUNT ||
         j->priority < QL_PRIORITY_MIN || j->priority > QL_PRIORITY_MAX ||
         (j->has_range &&
@@ -165,7 +165,7 @@ int ql_job_put(ql_txn_t *txn, const ql_job_t *j) {
     return ql_db_put(txn, DB_JOBS, j->id.b, 16, txn->buf.data, txn->buf.len);
 }
 
-int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
+int lmdb_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_STATES, &c);
     if (rc)
@@ -204,12 +204,12 @@ static int decode_walk_cb(const ql_id_t *id, int priority, int64_t create_time, 
     return rc;
 }
 
-int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg) {
+int lmdb_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg) {
     decode_walk_t w = {.txn = txn, .cb = cb, .arg = arg};
     return ql_job_foreach_state_ref(txn, state, decode_walk_cb, &w);
 }
 
-int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg) {
+int lmdb_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_MODELS, &c);
     if (rc)
@@ -269,7 +269,7 @@ static int live_walk(MDB_cursor *c, const ql_id_t *model, int64_t from, int64_t 
     return 0;
 }
 
-int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
+int lmdb_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_JOB_LIVE, &c);
     if (rc)
@@ -287,8 +287,8 @@ int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, 
  * are the last one starting before start (when it ends after start) and those starting in
  * [start, end): one seek back, one walk forward, never the model's other live jobs.
  */
-int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
-                                    ql_live_job_cb cb, void *arg) {
+int lmdb_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start,
+                                      int64_t end, ql_live_job_cb cb, void *arg) {
     if (start >= end)
         return 0;
     MDB_cursor *c;
@@ -364,8 +364,8 @@ int ql_store_migrate_job_live(ql_txn_t *txn) {
     return rc;
 }
 
-int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
-                          void *arg) {
+int lmdb_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                            void *arg) {
     if (!project)
         project = "";
     size_t pl = strlen(project);
@@ -408,7 +408,7 @@ int ql_job_foreach_recent(ql_txn_t *txn, const char *project, bool oldest_first,
     return rc > 0 ? 0 : rc;
 }
 
-int ql_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out) {
+int lmdb_job_count(ql_txn_t *txn, const char *project, uint32_t state_mask, uint64_t *out) {
     if (!project)
         project = "";
     *out = 0;
@@ -437,7 +437,7 @@ static void step_key(uint8_t *k, const ql_id_t *job, uint32_t seq) {
     k[19] = (uint8_t)seq;
 }
 
-int ql_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out) {
+int lmdb_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out) {
     uint8_t k[STEP_KEY_LEN];
     step_key(k, job, seq);
     MDB_val v;
@@ -448,7 +448,7 @@ int ql_step_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, ql_step_t *out)
     return z ? ql_step_decode_z(z, v.mv_data, v.mv_size, QL_DECODE_KEEP_EXTRA, out) : UV_ENOMEM;
 }
 
-int ql_step_put(ql_txn_t *txn, const ql_step_t *s) {
+int lmdb_step_put(ql_txn_t *txn, const ql_step_t *s) {
     if ((unsigned)s->state >= QL_STATE_COUNT)
         return QL_EINVAL;
     uint8_t k[STEP_KEY_LEN];
@@ -460,7 +460,7 @@ int ql_step_put(ql_txn_t *txn, const ql_step_t *s) {
     return ql_db_put(txn, DB_STEPS, k, STEP_KEY_LEN, txn->buf.data, txn->buf.len);
 }
 
-int ql_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg) {
+int lmdb_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg) {
     MDB_cursor *c;
     int rc = ql_db_cursor(txn, DB_STEPS, &c);
     if (rc)
@@ -484,7 +484,7 @@ int ql_step_foreach(ql_txn_t *txn, const ql_id_t *job, ql_step_cb cb, void *arg)
     return rc > 0 ? 0 : rc;
 }
 
-int ql_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, size_t *len) {
+int lmdb_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, size_t *len) {
     uint8_t k[STEP_KEY_LEN];
     step_key(k, job, seq);
     MDB_val v;
@@ -500,7 +500,7 @@ int ql_output_get(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, char **out, s
     return 0;
 }
 
-int ql_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char *text, size_t len) {
+int lmdb_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char *text, size_t len) {
     uint8_t k[STEP_KEY_LEN];
     step_key(k, job, seq);
     return ql_db_put(txn, DB_OUTPUTS, k, STEP_KEY_LEN, text, len);

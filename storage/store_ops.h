@@ -1,0 +1,121 @@
+/*
+ * The backend table of the metadata store (private to storage/).
+ *
+ * DESIGN. The public functions of storage/include/storage/ql_store.h are one-line wrappers
+ * (store_dispatch.c) over the operations of the backend a store was opened with: the embedded
+ * LMDB store (store_lmdb*.c, lmdb.h included there only) or PostgreSQL (store_pg*.c, the only
+ * files that include libpq-fe.h), as docs/design/multi-host.md describes. Every backend gives the
+ * same guarantees: the contract suite tests/storage/test_store_contract.c is their definition.
+ *
+ * A backend embeds struct ql_store and struct ql_txn as the first member of its own store and
+ * transaction structs and sets ops; the fields here are the ones the wrappers and every backend
+ * share (ids, the commit hook, the decode zone and encode buffer of a transaction).
+ */
+#ifndef QL_STORE_OPS_H
+#define QL_STORE_OPS_H
+
+#include "codec.h"
+#include "storage/ql_store.h"
+
+#include <pthread.h>
+
+typedef struct store_ops {
+    const char *name; /* "lmdb", "postgresql": ql_store_stat_t.backend */
+    /* Mutations per writer transaction at most (0: no limit of the backend's own). */
+    size_t max_batch;
+    void (*close)(ql_store_t *s);
+    int (*maintain)(ql_store_t *s, int *cleared);
+    int (*stat)(ql_store_t *s, ql_store_stat_t *out);
+    int (*fsck)(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+
+    /* parent NULL: a top-level transaction; else a nested write transaction of parent. */
+    int (*txn_begin)(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out);
+    int (*txn_commit)(ql_txn_t *t);
+    void (*txn_abort)(ql_txn_t *t);
+
+    int (*meta_get_u64)(ql_txn_t *t, const char *key, uint64_t *out);
+    int (*meta_put_u64)(ql_txn_t *t, const char *key, uint64_t value);
+    int (*meta_get_str)(ql_txn_t *t, const char *key, char *buf, size_t cap);
+    int (*meta_put_str)(ql_txn_t *t, const char *key, const char *value);
+    int (*metadata_generation)(ql_txn_t *t, uint64_t *out);
+
+    int (*project_get)(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *out);
+    int (*project_put)(ql_txn_t *t, const ql_project_t *p);
+    int (*project_foreach)(ql_txn_t *t, ql_project_cb cb, void *arg);
+    int (*project_count)(ql_txn_t *t, uint64_t *out);
+
+    int (*model_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
+    int (*model_exists)(ql_txn_t *t, const ql_id_t *id);
+    int (*model_find)(ql_txn_t *t, const char *project, const char *name, unsigned flags,
+                      ql_model_t *out);
+    int (*model_put)(ql_txn_t *t, const ql_model_t *m);
+    int (*model_foreach)(ql_txn_t *t, const char *project, ql_model_cb cb, void *arg);
+    int (*model_count)(ql_txn_t *t, const char *project, uint64_t *out);
+
+    int (*segment_get)(ql_txn_t *t, const ql_id_t *id, ql_segment_t *out);
+    int (*segment_exists)(ql_txn_t *t, const ql_id_t *id);
+    int (*segment_put)(ql_txn_t *t, ql_segment_t *s);
+    int (*segment_delete)(ql_txn_t *t, const ql_id_t *id);
+    int (*segment_foreach)(ql_txn_t *t, const ql_id_t *model, ql_segment_cb cb, void *arg);
+    int (*segment_foreach_overlapping)(ql_txn_t *t, const ql_id_t *model, int64_t start,
+                                       int64_t end, ql_segment_cb cb, void *arg);
+    int (*segment_count)(ql_txn_t *t, const ql_id_t *model, uint64_t *out);
+
+    int (*job_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
+    int (*job_put)(ql_txn_t *t, const ql_job_t *j);
+    int (*job_foreach_state)(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
+    int (*job_foreach_state_ref)(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+    int (*job_foreach_model)(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);
+    int (*job_foreach_live)(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
+    int (*job_foreach_live_overlapping)(ql_txn_t *t, const ql_id_t *model, int64_t start,
+                                        int64_t end, ql_live_job_cb cb, void *arg);
+    int (*job_foreach_recent)(ql_txn_t *t, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                              void *arg);
+    int (*job_count)(ql_txn_t *t, const char *project, uint32_t state_mask, uint64_t *out);
+
+    int (*step_get)(ql_txn_t *t, const ql_id_t *job, uint32_t seq, ql_step_t *out);
+    int (*step_put)(ql_txn_t *t, const ql_step_t *s);
+    int (*step_foreach)(ql_txn_t *t, const ql_id_t *job, ql_step_cb cb, void *arg);
+    int (*output_get)(ql_txn_t *t, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
+    int (*output_put)(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+} store_ops_t;
+
+struct ql_store {
+    const store_ops_t *ops;
+    char *path; /* the data directory (step logs; the LMDB files for LMDB) */
+    bool read_only;
+    pthread_mutex_t id_lock;
+    uint64_t id_state;   /* deterministic id generator state, 0: time-ordered random ids */
+    uint64_t id_last_ms; /* time-ordered ids: the last millisecond used and its sequence */
+    uint16_t id_seq;
+    ql_store_commit_hook commit_hook;
+    void *commit_hook_arg;
+    uint64_t upgraded_major, upgraded_minor; /* the schema an open upgraded from, 0: none */
+};
+
+struct ql_txn {
+    const store_ops_t *ops;
+    ql_store_t *store;
+    ql_txn_t *parent;
+    bool write;
+    bool zone_ready;
+    msgpack_zone zone; /* reused by every decode in this transaction */
+    ql_buf_t buf;      /* encode scratch */
+};
+
+/* Fills the shared fields of a freshly allocated (zeroed) store; 0 or UV_ENOMEM. */
+int store_base_init(ql_store_t *s, const store_ops_t *ops, const ql_store_opts_t *opts);
+/* Releases what store_base_init took (not s itself). */
+void store_base_fini(ql_store_t *s);
+/* Releases a transaction's zone and buffer (not t itself). */
+void store_txn_fini(ql_txn_t *t);
+/* The transaction's decode zone, created on first use; NULL when out of memory. */
+msgpack_zone *ql_txn_zone(ql_txn_t *txn);
+/* Runs the commit hook after a successful top-level write commit. */
+void store_run_commit_hook(ql_txn_t *t);
+
+/* The backends' open functions; opts is checked by ql_store_open. */
+int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
+int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
+
+#endif

@@ -1,0 +1,1020 @@
+/*
+ * The PostgreSQL backend: connections, transactions, savepoints, errors, the schema, and its
+ * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c.
+ *
+ * DESIGN (docs/postgresql.md, docs/design/multi-host.md).
+ * - Connections: a mutex-guarded pool of at most pool_size sessions, each with search_path set
+ *   to the schema and lock_timeout set. A transaction holds one connection from begin to its end;
+ *   nested transactions are savepoints on the parent's connection. Read transactions run on any
+ *   thread (one thread at a time per transaction), as on LMDB.
+ * - Isolation: read transactions are REPEATABLE READ READ ONLY snapshots. Write transactions are
+ *   READ COMMITTED plus a locking discipline that gives every model LMDB's single-writer
+ *   semantics: the first access to a model's segments or live jobs takes a transaction-scoped
+ *   advisory lock on the model (kept per savepoint level, since ROLLBACK TO releases it); point
+ *   reads lock their row (jobs and segments FOR UPDATE, projects and models FOR SHARE); the fence
+ *   epoch is read FOR SHARE once per transaction. Uniqueness and the live-job rule come from
+ *   constraints with ON CONFLICT DO NOTHING, so an expected conflict never aborts a savepoint.
+ * - Errors: a statement error aborts the (sub)transaction on the server; the level is marked
+ *   failed and refuses further statements, its commit fails, and its abort rolls back to its
+ *   savepoint, leaving the parent usable.
+ * - Durability: COMMIT with synchronous_commit on returns after the WAL flush. A connection lost
+ *   during COMMIT is resolved with pg_xact_status() of the transaction's id on a new connection
+ *   before the caller is answered: committed is success, aborted is QL_ETRANSIENT (the writer
+ *   reruns the batch), unknown is QL_EUNAVAILABLE.
+ */
+#include "store_pg_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <uv.h>
+
+/* ---- statements ---- */
+
+#define LIVE "state IN (0, 1, 2, 3, 4)"
+
+static const char *const stmt_sql[S_COUNT] = {
+    [S_META_GET] = "SELECT value FROM meta WHERE key = $1::text",
+    [S_META_GET_SHARE] = "SELECT value FROM meta WHERE key = $1::text FOR SHARE",
+    [S_META_GET_UPDATE] = "SELECT value FROM meta WHERE key = $1::text FOR UPDATE",
+    [S_META_PUT] = "INSERT INTO meta (key, value) VALUES ($1::text, $2::bytea) "
+                   "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    [S_META_BUMP] = "INSERT INTO meta (key, value) VALUES ('metadata_generation', "
+                    "int8send(1)) ON CONFLICT (key) DO UPDATE SET value = "
+                    "int8send(('x' || encode(meta.value, 'hex'))::bit(64)::bigint + 1)",
+    [S_PROJ_GET] = "SELECT rec FROM projects WHERE name = $1::text",
+    [S_PROJ_GET_SHARE] = "SELECT rec FROM projects WHERE name = $1::text FOR SHARE",
+    [S_PROJ_PUT] = "INSERT INTO projects (name, rec) VALUES ($1::text, $2::bytea) "
+                   "ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
+    [S_PROJ_COUNT] = "SELECT count(*) FROM projects",
+    [S_MODEL_GET] = "SELECT rec FROM models WHERE id = $1::uuid",
+    [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
+    [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
+    [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_OLD] = "SELECT project, name FROM models WHERE id = $1::uuid FOR UPDATE",
+    [S_MODEL_INSERT] = "INSERT INTO models (id, project, name, rec) VALUES ($1::uuid, $2::text, "
+                       "$3::text, $4::bytea) ON CONFLICT DO NOTHING RETURNING 1",
+    [S_MODEL_UPDATE] = "UPDATE models SET project = $2::text, name = $3::text, rec = $4::bytea "
+                       "WHERE id = $1::uuid",
+    [S_MODEL_COUNT] = "SELECT count(*) FROM models WHERE project = $1::text",
+    [S_SEG_GET] = "SELECT rec FROM segments WHERE id = $1::uuid",
+    [S_SEG_GET_UPDATE] = "SELECT rec FROM segments WHERE id = $1::uuid FOR UPDATE",
+    [S_SEG_EXISTS] = "SELECT 1 FROM segments WHERE id = $1::uuid",
+    [S_SEG_OLD] = "SELECT model FROM segments WHERE id = $1::uuid",
+    [S_SEG_UPSERT] = "INSERT INTO segments (id, model, start_ms, end_ms, status, rec) VALUES "
+                     "($1::uuid, $2::uuid, $3::int8, $4::int8, $5::int2, $6::bytea) "
+                     "ON CONFLICT (id) DO UPDATE SET model = EXCLUDED.model, start_ms = "
+                     "EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms, status = EXCLUDED.status, "
+                     "rec = EXCLUDED.rec",
+    [S_SEG_DELETE] = "DELETE FROM segments WHERE id = $1::uuid RETURNING model",
+    [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
+    [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
+    [S_JOB_GET_UPDATE] = "SELECT rec FROM jobs WHERE id = $1::uuid FOR UPDATE",
+    [S_JOB_OLD] = "SELECT project, model, create_time FROM jobs WHERE id = $1::uuid FOR UPDATE",
+    [S_JOB_INSERT] = "INSERT INTO jobs (id, project, model, state, priority, create_time, "
+                     "modify_time, has_range, range_start, range_end, fence, rec) VALUES "
+                     "($1::uuid, $2::text, $3::uuid, $4::int2, $5::int2, $6::int8, $7::int8, "
+                     "$8::bool, $9::int8, $10::int8, $11::int8, $12::bytea) "
+                     "ON CONFLICT DO NOTHING RETURNING 1",
+    [S_JOB_UPDATE] = "UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
+                     "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
+                     "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
+                     "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
+                     "create_time = $6::int8",
+    [S_JOB_COUNT] = "SELECT count(*) FROM jobs WHERE project = $1::text AND "
+                    "((($2::int4) >> state) & 1) = 1",
+    [S_JOB_COUNT_ALL] = "SELECT count(*) FROM jobs WHERE ((($1::int4) >> state) & 1) = 1",
+    [S_STEP_GET] = "SELECT rec FROM steps WHERE job = $1::uuid AND seq = $2::int4",
+    [S_STEP_PUT] = "INSERT INTO steps (job, seq, rec) VALUES ($1::uuid, $2::int4, $3::bytea) "
+                   "ON CONFLICT (job, seq) DO UPDATE SET rec = EXCLUDED.rec",
+    [S_OUT_GET] = "SELECT body FROM outputs WHERE job = $1::uuid AND seq = $2::int4",
+    [S_OUT_PUT] = "INSERT INTO outputs (job, seq, body) VALUES ($1::uuid, $2::int4, $3::bytea) "
+                  "ON CONFLICT (job, seq) DO UPDATE SET body = EXCLUDED.body",
+    [S_MODEL_LOCK] = "SELECT pg_advisory_xact_lock($1::int8)",
+    [S_XACT_STATUS] = "SELECT pg_xact_status($1::text::xid8)",
+};
+
+#define RECENT "SELECT id, state, modify_time FROM jobs "
+static const char *const walk_sql[W_COUNT] = {
+    [W_PROJECTS] = "SELECT rec FROM projects ORDER BY name COLLATE \"C\"",
+    [W_MODELS] = "SELECT rec FROM models WHERE project = $1::text ORDER BY name COLLATE \"C\"",
+    [W_SEGMENTS] = "SELECT rec FROM segments WHERE model = $1::uuid ORDER BY start_ms, end_ms, id",
+    [W_SEG_OVERLAP] = "SELECT rec FROM segments WHERE model = $1::uuid AND int8range(start_ms, "
+                      "end_ms) && int8range($2::int8, $3::int8) ORDER BY start_ms, end_ms, id",
+    [W_JOB_STATE] = "SELECT rec FROM jobs WHERE state = $1::int2 ORDER BY priority, create_time, "
+                    "id",
+    [W_JOB_STATE_REF] = "SELECT id, priority, create_time FROM jobs WHERE state = $1::int2 "
+                        "ORDER BY priority, create_time, id",
+    [W_JOB_MODEL] = "SELECT rec FROM jobs WHERE model = $1::uuid ORDER BY create_time, id",
+    [W_JOB_LIVE] = "SELECT id, state, has_range, range_start, range_end FROM jobs WHERE model = "
+                   "$1::uuid AND " LIVE " ORDER BY CASE WHEN has_range THEN range_start ELSE "
+                   "-9223372036854775808 END, id",
+    [W_JOB_LIVE_OVERLAP] = "SELECT id, state, has_range, range_start, range_end FROM jobs WHERE "
+                           "model = $1::uuid AND " LIVE " AND has_range AND int8range(range_start, "
+                           "range_end) && int8range($2::int8, $3::int8) ORDER BY range_start, id",
+    [W_JOB_RECENT_P_DESC] = RECENT "WHERE project = $1::text ORDER BY modify_time DESC, id DESC",
+    [W_JOB_RECENT_P_ASC] = RECENT "WHERE project = $1::text ORDER BY modify_time, id",
+    [W_JOB_RECENT_DESC] = RECENT "ORDER BY modify_time DESC, id DESC",
+    [W_JOB_RECENT_ASC] = RECENT "ORDER BY modify_time, id",
+    [W_STEPS] = "SELECT rec FROM steps WHERE job = $1::uuid ORDER BY seq",
+};
+
+/* ---- parameters ---- */
+
+static void put_be(char *dst, uint64_t v, int n) {
+    for (int i = n - 1; i >= 0; i--) {
+        dst[i] = (char)(v & 0xff);
+        v >>= 8;
+    }
+}
+
+static void p_add(pg_params_t *p, const char *v, int len) {
+    p->v[p->n] = v;
+    p->len[p->n] = len;
+    p->fmt[p->n] = 1;
+    p->n++;
+}
+
+void pg_p_uuid(pg_params_t *p, const ql_id_t *id) {
+    p_add(p, id && !ql_id_is_zero(id) ? (const char *)id->b : NULL, 16);
+}
+
+void pg_p_i64(pg_params_t *p, int64_t v) {
+    put_be(p->scratch[p->n], (uint64_t)v, 8);
+    p_add(p, p->scratch[p->n], 8);
+}
+
+void pg_p_i32(pg_params_t *p, int32_t v) {
+    put_be(p->scratch[p->n], (uint32_t)v, 4);
+    p_add(p, p->scratch[p->n], 4);
+}
+
+void pg_p_i16(pg_params_t *p, int16_t v) {
+    put_be(p->scratch[p->n], (uint16_t)v, 2);
+    p_add(p, p->scratch[p->n], 2);
+}
+
+void pg_p_bool(pg_params_t *p, bool v) {
+    p->scratch[p->n][0] = v ? 1 : 0;
+    p_add(p, p->scratch[p->n], 1);
+}
+
+void pg_p_text(pg_params_t *p, const char *s) {
+    p_add(p, s, s ? (int)strlen(s) : 0);
+}
+
+void pg_p_bytes(pg_params_t *p, const void *data, size_t len) {
+    /* A zero-length bytea must not be NULL. */
+    p_add(p, len ? (const char *)data : "", (int)len);
+}
+
+/* ---- errors ---- */
+
+int pg_sqlstate_err(const char *st) {
+    if (!st)
+        return QL_EUNAVAILABLE; /* no server answer: the connection is gone */
+    if (!strcmp(st, "23505"))
+        return QL_EEXIST;
+    if (!strcmp(st, "23P01"))
+        return QL_EJOBCONFLICT;
+    if (!strcmp(st, "23503"))
+        return QL_ENOTFOUND;
+    if (!strcmp(st, "53100"))
+        return QL_EDISKFULL;
+    if (!strcmp(st, "40001") || !strcmp(st, "40P01") || !strcmp(st, "55P03"))
+        return QL_ETRANSIENT;
+    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
+        !strcmp(st, "57P03") || !strcmp(st, "25006"))
+        return QL_EUNAVAILABLE;
+    if (!strncmp(st, "22", 2) || !strcmp(st, "23514"))
+        return QL_EINVAL; /* data exception, check violation: the caller's bad value */
+    return QL_ECORRUPT;
+}
+
+static int result_err(pg_txn_t *t, PGresult *r) {
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int rc = PQstatus(t->conn->c) == CONNECTION_BAD ? QL_EUNAVAILABLE : pg_sqlstate_err(st);
+    if (getenv("QL_PG_DEBUG"))
+        fprintf(stderr, "pg: %s (%s)\n", r ? PQresultErrorMessage(r) : PQerrorMessage(t->conn->c),
+                st ? st : "-");
+    t->failed = rc;
+    return rc;
+}
+
+/* ---- statements on a transaction's connection ---- */
+
+int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
+    if (res)
+        *res = NULL;
+    if (t->failed)
+        return t->failed;
+    char name[16];
+    snprintf(name, sizeof name, "q%d", (int)stmt);
+    PGconn *c = t->conn->c;
+    if (!(t->conn->prepared & (1ull << stmt))) {
+        PGresult *r = PQprepare(c, name, stmt_sql[stmt], 0, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            int rc = result_err(t, r);
+            PQclear(r);
+            return rc;
+        }
+        PQclear(r);
+        t->conn->prepared |= 1ull << stmt;
+    }
+    static const pg_params_t none;
+    if (!p)
+        p = &none;
+    PGresult *r = PQexecPrepared(c, name, p->n, p->v, p->len, p->fmt, 1);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        int rc = result_err(t, r);
+        PQclear(r);
+        return rc;
+    }
+    if (res)
+        *res = r;
+    else
+        PQclear(r);
+    return 0;
+}
+
+int pg_cmd(pg_txn_t *t, const char *sql) {
+    PGresult *r = PQexec(t->conn->c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    int rc = 0;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        rc = result_err(t, r);
+    PQclear(r);
+    return rc;
+}
+
+/* Walks that are small by nature (one model's overlaps or live jobs, one job's steps, one
+ * project's models, one model's segments) run as one prepared statement whose whole result is
+ * received before the first callback, which leaves the connection free for the callbacks'
+ * queries at a cost of one round trip. The others (every job in a state, the recent list, every
+ * project) may be long: they use a cursor, 256 rows per FETCH. */
+static const bool walk_small[W_COUNT] = {
+    [W_MODELS] = true,   [W_SEGMENTS] = true,         [W_SEG_OVERLAP] = true,
+    [W_JOB_LIVE] = true, [W_JOB_LIVE_OVERLAP] = true, [W_STEPS] = true,
+};
+
+static int walk_all(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg) {
+    char name[16];
+    snprintf(name, sizeof name, "w%d", (int)w);
+    unsigned bit = S_COUNT + (unsigned)w;
+    PGconn *c = t->conn->c;
+    if (!(t->conn->prepared & (1ull << bit))) {
+        PGresult *r = PQprepare(c, name, walk_sql[w], 0, NULL);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            int rc = result_err(t, r);
+            PQclear(r);
+            return rc;
+        }
+        PQclear(r);
+        t->conn->prepared |= 1ull << bit;
+    }
+    PGresult *r = PQexecPrepared(c, name, p->n, p->v, p->len, p->fmt, 1);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        int rc = result_err(t, r);
+        PQclear(r);
+        return rc;
+    }
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && !rc; i++) {
+        rc = row(r, i, arg);
+        if (!rc && t->failed)
+            rc = t->failed;
+    }
+    PQclear(r);
+    return rc > 0 ? 0 : rc;
+}
+
+int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg) {
+    if (t->failed)
+        return t->failed;
+    static const pg_params_t none;
+    if (!p)
+        p = &none;
+    if (walk_small[w])
+        return walk_all(t, w, p, row, arg);
+    pg_txn_t *top = t;
+    while (top->base.parent)
+        top = pgt(top->base.parent);
+    unsigned id = top->cursors++;
+    char decl[1024], fetch[64], close_[64];
+    snprintf(decl, sizeof decl, "DECLARE qc%u BINARY NO SCROLL CURSOR FOR %s", id, walk_sql[w]);
+    snprintf(fetch, sizeof fetch, "FETCH 256 FROM qc%u", id);
+    snprintf(close_, sizeof close_, "CLOSE qc%u", id);
+    PGresult *r = PQexecParams(t->conn->c, decl, p->n, NULL, p->v, p->len, p->fmt, 1);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        int rc = result_err(t, r);
+        PQclear(r);
+        return rc;
+    }
+    PQclear(r);
+    int rc = 0;
+    bool done = false;
+    while (!rc && !done) {
+        r = PQexecParams(t->conn->c, fetch, 0, NULL, NULL, NULL, NULL, 1);
+        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+            rc = result_err(t, r);
+            PQclear(r);
+            return rc;
+        }
+        int n = PQntuples(r);
+        done = n < 256;
+        for (int i = 0; i < n && !rc; i++)
+            rc = row(r, i, arg);
+        PQclear(r);
+        if (!rc && t->failed) /* a callback's statement failed this level */
+            rc = t->failed;
+    }
+    if (!t->failed) {
+        int crc = pg_cmd(t, close_);
+        if (!rc)
+            rc = crc;
+    }
+    return rc > 0 ? 0 : rc;
+}
+
+/* ---- locks ---- */
+
+static bool level_holds(const pg_txn_t *t, int64_t key) {
+    for (const pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        for (size_t i = 0; i < l->n_locked; i++)
+            if (l->locked[i] == key)
+                return true;
+    return false;
+}
+
+int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
+    if (!t->base.write || ql_id_is_zero(model))
+        return 0;
+    /* 64 bits of the id: its random half (the first half of a v7 id is its time). A collision
+     * only costs waiting. */
+    uint64_t k = 0;
+    for (int i = 0; i < 8; i++)
+        k = k << 8 | (model->b[8 + i] ^ model->b[i]);
+    int64_t key = (int64_t)k;
+    if (level_holds(t, key))
+        return 0;
+    if (t->n_locked == t->cap_locked) {
+        size_t cap = t->cap_locked ? t->cap_locked * 2 : 8;
+        int64_t *p = realloc(t->locked, cap * sizeof *p);
+        if (!p)
+            return UV_ENOMEM;
+        t->locked = p;
+        t->cap_locked = cap;
+    }
+    pg_params_t p = {0};
+    pg_p_i64(&p, key);
+    int rc = pg_exec(t, S_MODEL_LOCK, &p, NULL);
+    if (!rc)
+        t->locked[t->n_locked++] = key;
+    return rc;
+}
+
+/* The epoch is read FOR SHARE once; the value is kept by the level that read it and moves to
+ * the parent when that level is released (the row lock stays with it), and is dropped with a
+ * level rolled back (so is the lock). Nobody can change the row while it is share-locked, so a
+ * kept value is exact until the top-level transaction ends. */
+int pg_fence_epoch(pg_txn_t *t, uint64_t *out) {
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        if (l->epoch_cached) {
+            *out = l->epoch;
+            return l->epoch_rc;
+        }
+    pg_params_t p = {0};
+    pg_p_text(&p, "job_engine_epoch");
+    PGresult *r;
+    int rc = pg_exec(t, t->base.write ? S_META_GET_SHARE : S_META_GET, &p, &r);
+    if (rc)
+        return rc;
+    if (PQntuples(r) == 0)
+        rc = QL_ENOTFOUND;
+    else if (PQgetlength(r, 0, 0) != 8)
+        rc = QL_ECORRUPT;
+    else
+        *out = (uint64_t)pg_get_i64(r, 0, 0);
+    PQclear(r);
+    /* A missing row takes no lock: only a value read is kept. */
+    if (t->base.write && rc == 0) {
+        t->epoch_cached = true;
+        t->epoch_rc = rc;
+        t->epoch = *out;
+    }
+    return rc;
+}
+
+void pg_fence_forget(pg_txn_t *t) {
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        l->epoch_cached = false;
+}
+
+/* ---- connections ---- */
+
+static int conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
+    *out = NULL;
+    PGconn *c = PQconnectdb(s->conninfo);
+    if (!c)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    if (PQstatus(c) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", PQerrorMessage(c));
+        size_t n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            msg[--n] = '\0';
+        PQfinish(c);
+        return ql_err_set(err, QL_EUNAVAILABLE, "cannot connect to the metadata store %s: %s",
+                          s->masked, msg);
+    }
+    /* The application name carries the schema, so an operator (or a test) can tell which
+     * store's sessions are which in pg_stat_activity. */
+    char app[64];
+    snprintf(app, sizeof app, "qilin/%s", s->schema);
+    char *app_lit = PQescapeLiteral(c, app, strlen(app));
+    char sql[768];
+    snprintf(sql, sizeof sql,
+             "SET search_path TO %s, public; SET lock_timeout = %lld; SET synchronous_commit = "
+             "on; SET application_name = %s; SET client_min_messages = warning",
+             s->schema_ident, (long long)s->lock_timeout_ms, app_lit ? app_lit : "'qilin'");
+    PQfreemem(app_lit);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
+                   PQresultErrorMessage(r));
+        PQclear(r);
+        PQfinish(c);
+        return QL_EUNAVAILABLE;
+    }
+    PQclear(r);
+    pg_conn_t *pc = calloc(1, sizeof *pc);
+    if (!pc) {
+        PQfinish(c);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
+    pc->c = c;
+    *out = pc;
+    return 0;
+}
+
+static void conn_close(pg_conn_t *c) {
+    if (c) {
+        PQfinish(c->c);
+        free(c);
+    }
+}
+
+static int pool_get(pg_store_t *s, pg_conn_t **out) {
+    pthread_mutex_lock(&s->pool_lock);
+    for (;;) {
+        if (s->idle) {
+            pg_conn_t *c = s->idle;
+            s->idle = c->next;
+            pthread_mutex_unlock(&s->pool_lock);
+            c->next = NULL;
+            if (PQstatus(c->c) == CONNECTION_OK) {
+                *out = c;
+                return 0;
+            }
+            conn_close(c); /* broken while idle: open a fresh one */
+            pthread_mutex_lock(&s->pool_lock);
+            s->n_open--;
+            continue;
+        }
+        if (s->n_open < s->pool_size) {
+            s->n_open++;
+            pthread_mutex_unlock(&s->pool_lock);
+            ql_err_t err = {0};
+            int rc = conn_open(s, out, &err);
+            if (rc) {
+                pthread_mutex_lock(&s->pool_lock);
+                s->n_open--;
+                pthread_cond_signal(&s->pool_cond);
+                pthread_mutex_unlock(&s->pool_lock);
+            }
+            return rc;
+        }
+        pthread_cond_wait(&s->pool_cond, &s->pool_lock);
+    }
+}
+
+static void pool_put(pg_store_t *s, pg_conn_t *c) {
+    bool broken = PQstatus(c->c) != CONNECTION_OK || PQtransactionStatus(c->c) != PQTRANS_IDLE;
+    pthread_mutex_lock(&s->pool_lock);
+    if (broken) {
+        s->n_open--;
+    } else {
+        c->next = s->idle;
+        s->idle = c;
+    }
+    pthread_cond_signal(&s->pool_cond);
+    pthread_mutex_unlock(&s->pool_lock);
+    if (broken)
+        conn_close(c);
+}
+
+/* ---- transactions ---- */
+
+static void txn_free(pg_txn_t *t) {
+    store_txn_fini(&t->base);
+    free(t->locked);
+    free(t);
+}
+
+static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+    *out = NULL;
+    if (write && s->read_only)
+        return UV_EROFS;
+    pg_txn_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return UV_ENOMEM;
+    t->base.ops = s->ops;
+    t->base.store = s;
+    t->base.parent = parent;
+    t->base.write = write;
+    int rc;
+    if (parent) {
+        pg_txn_t *pt = pgt(parent);
+        if (pt->failed) {
+            rc = pt->failed;
+            free(t);
+            return rc;
+        }
+        t->conn = pt->conn;
+        t->level = pt->level + 1;
+        char sql[32];
+        snprintf(sql, sizeof sql, "SAVEPOINT s%u", t->level);
+        if ((rc = pg_cmd(t, sql))) {
+            pt->failed = rc;
+            free(t);
+            return rc;
+        }
+        *out = &t->base;
+        return 0;
+    }
+    if ((rc = pool_get(pgs(s), &t->conn))) {
+        free(t);
+        return rc;
+    }
+    if (write) {
+        PGresult *r = PQexec(t->conn->c, "BEGIN ISOLATION LEVEL READ COMMITTED; "
+                                         "SELECT pg_current_xact_id()::text");
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+            rc = result_err(t, r);
+            PQclear(r);
+            if (PQtransactionStatus(t->conn->c) != PQTRANS_IDLE)
+                PQclear(PQexec(t->conn->c, "ROLLBACK"));
+            pool_put(pgs(s), t->conn);
+            free(t);
+            return rc;
+        }
+        snprintf(t->xid, sizeof t->xid, "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+    } else if ((rc = pg_cmd(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) {
+        pool_put(pgs(s), t->conn);
+        free(t);
+        return rc;
+    }
+    *out = &t->base;
+    return 0;
+}
+
+/* A connection lost during COMMIT: asks a new one how the transaction ended, waiting while
+ * it is still in progress (its backend has not noticed the loss yet). */
+static int resolve_commit(pg_txn_t *t) {
+    pg_store_t *s = pgs(t->base.store);
+    pg_conn_t *c;
+    ql_err_t err = {0};
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (conn_open(s, &c, &err)) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL); /* the database is restarting: poll, bounded */
+            continue;
+        }
+        const char *v[1] = {t->xid};
+        PGresult *r = PQexecParams(c->c, stmt_sql[S_XACT_STATUS], 1, NULL, v, NULL, NULL, 0);
+        int rc = QL_EUNAVAILABLE;
+        bool again = false;
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
+            const char *st = PQgetvalue(r, 0, 0);
+            if (!strcmp(st, "committed"))
+                rc = 0;
+            else if (!strcmp(st, "aborted"))
+                rc = QL_ETRANSIENT;
+            else
+                again = true; /* in progress */
+        }
+        PQclear(r);
+        conn_close(c);
+        if (!again)
+            return rc;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return QL_EUNAVAILABLE;
+}
+
+static void merge_locks(pg_txn_t *into, pg_txn_t *from) {
+    for (size_t i = 0; i < from->n_locked; i++) {
+        if (into->n_locked == into->cap_locked) {
+            size_t cap = into->cap_locked ? into->cap_locked * 2 : 8;
+            int64_t *p = realloc(into->locked, cap * sizeof *p);
+            if (!p)
+                return; /* only a cache: the lock is held either way */
+            into->locked = p;
+            into->cap_locked = cap;
+        }
+        into->locked[into->n_locked++] = from->locked[i];
+    }
+}
+
+static int pg_txn_commit(ql_txn_t *bt) {
+    pg_txn_t *t = pgt(bt);
+    pg_store_t *s = pgs(bt->store);
+    int rc;
+    if (bt->parent) {
+        char sql[64];
+        pg_txn_t *pt = pgt(bt->parent);
+        if (t->failed) {
+            rc = t->failed;
+            snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT s%u; RELEASE SAVEPOINT s%u", t->level,
+                     t->level);
+            t->failed = 0;
+            if (pg_cmd(t, sql))
+                pt->failed = t->failed;
+        } else {
+            snprintf(sql, sizeof sql, "RELEASE SAVEPOINT s%u", t->level);
+            if ((rc = pg_cmd(t, sql))) {
+                pt->failed = rc;
+            } else {
+                merge_locks(pt, t);
+                if (t->epoch_cached && !pt->epoch_cached) {
+                    pt->epoch_cached = true;
+                    pt->epoch_rc = t->epoch_rc;
+                    pt->epoch = t->epoch;
+                }
+            }
+        }
+        txn_free(t);
+        return rc;
+    }
+    if (!bt->write || t->failed) {
+        rc = t->failed;
+        PQclear(PQexec(t->conn->c, "ROLLBACK"));
+    } else {
+        PGresult *r = PQexec(t->conn->c, "COMMIT");
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT"))
+            rc = 0;
+        else if (PQstatus(t->conn->c) == CONNECTION_BAD)
+            rc = resolve_commit(t);
+        else
+            rc = st == PGRES_COMMAND_OK ? QL_ETRANSIENT : result_err(t, r);
+        PQclear(r);
+    }
+    pool_put(s, t->conn);
+    if (!rc)
+        store_run_commit_hook(bt);
+    txn_free(t);
+    return rc;
+}
+
+static void pg_txn_abort(ql_txn_t *bt) {
+    pg_txn_t *t = pgt(bt);
+    if (bt->parent) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT s%u; RELEASE SAVEPOINT s%u", t->level,
+                 t->level);
+        t->failed = 0;
+        if (pg_cmd(t, sql))
+            pgt(bt->parent)->failed = t->failed;
+        txn_free(t); /* with the epoch it kept: its share lock went with the rollback */
+        return;
+    }
+    PQclear(PQexec(t->conn->c, "ROLLBACK"));
+    pool_put(pgs(bt->store), t->conn);
+    txn_free(t);
+}
+
+/* ---- the schema ---- */
+
+/* Taken around schema creation and upgrades: two servers starting together on one database. */
+#define SCHEMA_LOCK_KEY 0x71696c696e736368ll /* "qilinsch" */
+
+static const char schema_ddl[] =
+    "CREATE TABLE meta (key text PRIMARY KEY, value bytea NOT NULL);"
+    "CREATE TABLE projects (name text PRIMARY KEY, rec bytea NOT NULL);"
+    "CREATE TABLE models (id uuid PRIMARY KEY, project text NOT NULL REFERENCES projects(name),"
+    "  name text NOT NULL, rec bytea NOT NULL, UNIQUE (project, name));"
+    "CREATE TABLE segments (id uuid PRIMARY KEY, model uuid NOT NULL REFERENCES models(id),"
+    "  start_ms bigint NOT NULL, end_ms bigint NOT NULL, status smallint NOT NULL,"
+    "  rec bytea NOT NULL, CHECK (start_ms < end_ms));"
+    "CREATE INDEX segments_range ON segments USING gist (model, int8range(start_ms, end_ms));"
+    "CREATE TABLE jobs (id uuid PRIMARY KEY, project text NOT NULL, model uuid,"
+    "  state smallint NOT NULL, priority smallint NOT NULL, create_time bigint NOT NULL,"
+    "  modify_time bigint NOT NULL, has_range boolean NOT NULL, range_start bigint NOT NULL,"
+    "  range_end bigint NOT NULL, fence bigint NOT NULL DEFAULT 0, rec bytea NOT NULL,"
+    "  CONSTRAINT live_jobs_disjoint EXCLUDE USING gist"
+    "    (model WITH =, int8range(range_start, range_end) WITH &&)"
+    "    WHERE (state IN (0, 1, 2, 3, 4) AND has_range AND model IS NOT NULL));"
+    "CREATE INDEX jobs_ready ON jobs (priority, create_time, id) WHERE state = 0;"
+    "CREATE INDEX jobs_state ON jobs (state, priority, create_time, id);"
+    "CREATE INDEX jobs_model ON jobs (model, create_time, id);"
+    "CREATE INDEX jobs_recent ON jobs (project, modify_time, id);"
+    "CREATE INDEX jobs_recent_all ON jobs (modify_time, id);"
+    "CREATE INDEX jobs_count ON jobs (project, state);"
+    "CREATE TABLE steps (job uuid NOT NULL, seq int NOT NULL, rec bytea NOT NULL,"
+    "  PRIMARY KEY (job, seq));"
+    "CREATE TABLE outputs (job uuid NOT NULL, seq int NOT NULL, body bytea NOT NULL,"
+    "  PRIMARY KEY (job, seq));";
+
+static int exec_simple(PGconn *c, const char *sql, char *msg, size_t cap) {
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    int rc = 0;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        rc = pg_sqlstate_err(PQresultErrorField(r, PG_DIAG_SQLSTATE));
+        if (PQstatus(c) == CONNECTION_BAD)
+            rc = QL_EUNAVAILABLE;
+        snprintf(msg, cap, "%s", PQresultErrorMessage(r));
+        size_t n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            msg[--n] = '\0';
+    }
+    PQclear(r);
+    return rc;
+}
+
+/* Creates the schema when missing, or checks its version, in one transaction under the schema
+ * lock. The versions follow LMDB's rules: a newer major version is refused. */
+static int schema_setup(pg_store_t *s, ql_err_t *err) {
+    pg_conn_t *c;
+    int rc = conn_open(s, &c, err);
+    if (rc)
+        return rc;
+    char msg[512] = "", sql[1024];
+    snprintf(sql, sizeof sql,
+             "BEGIN; SELECT pg_advisory_xact_lock(%lld); CREATE SCHEMA IF NOT EXISTS %s",
+             (long long)SCHEMA_LOCK_KEY, s->schema_ident);
+    if ((rc = exec_simple(c->c, sql, msg, sizeof msg))) {
+        ql_err_set(err, rc, "cannot create the schema %s on %s: %s", s->schema, s->masked, msg);
+        goto out;
+    }
+    /* btree_gist (postgresql-contrib) gives GiST its uuid = for the exclusion constraint. Only
+     * created when missing: on PostgreSQL 15 an ordinary role may not create in public, and an
+     * administrator may have installed it once for every schema. */
+    PGresult *r = PQexec(c->c, "SELECT 1 FROM pg_extension WHERE extname = 'btree_gist'");
+    bool have_gist = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    PQclear(r);
+    if (!have_gist &&
+        (rc = exec_simple(c->c, "CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", msg,
+                          sizeof msg))) {
+        ql_err_set(err, rc,
+                   "cannot create the extension btree_gist on %s (an administrator can: CREATE "
+                   "EXTENSION btree_gist): %s",
+                   s->masked, msg);
+        goto out;
+    }
+    const char *v[1] = {s->schema};
+    r = PQexecParams(c->c,
+                     "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = "
+                     "'meta'",
+                     1, NULL, v, NULL, NULL, 0);
+    bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    PQclear(r);
+    if (!exists) {
+        char init[512];
+        snprintf(init, sizeof init,
+                 "INSERT INTO meta VALUES ('schema_major', int8send(%d)), ('schema_minor', "
+                 "int8send(%d)), ('created_by', convert_to('qilin %s', 'UTF8'))",
+                 QL_SCHEMA_MAJOR, QL_SCHEMA_MINOR, QL_VERSION);
+        if (s->base.read_only) {
+            rc = ql_err_set(err, QL_ENOTFOUND, "the schema %s on %s holds no Qilin store",
+                            s->schema, s->masked);
+            goto out;
+        }
+        if ((rc = exec_simple(c->c, schema_ddl, msg, sizeof msg)) ||
+            (rc = exec_simple(c->c, init, msg, sizeof msg))) {
+            ql_err_set(err, rc, "cannot create the tables of schema %s on %s: %s", s->schema,
+                       s->masked, msg);
+            goto out;
+        }
+    } else {
+        r = PQexec(c->c, "SELECT key, ('x' || encode(value, 'hex'))::bit(64)::bigint FROM meta "
+                         "WHERE key IN ('schema_major', 'schema_minor') AND length(value) = 8");
+        long long major = -1, minor = 0;
+        if (PQresultStatus(r) == PGRES_TUPLES_OK)
+            for (int i = 0; i < PQntuples(r); i++) {
+                long long val = atoll(PQgetvalue(r, i, 1));
+                if (!strcmp(PQgetvalue(r, i, 0), "schema_major"))
+                    major = val;
+                else
+                    minor = val;
+            }
+        PQclear(r);
+        if (major < 0) {
+            rc = ql_err_set(err, QL_ECORRUPT, "the store in schema %s on %s has no schema version",
+                            s->schema, s->masked);
+            goto out;
+        }
+        if (major > QL_SCHEMA_MAJOR) {
+            rc = ql_err_set(err, QL_EVERSION,
+                            "the store in schema %s on %s was written by a newer Qilin (schema "
+                            "%lld.%lld); this build reads schema %d.x: upgrade Qilin or use "
+                            "another schema",
+                            s->schema, s->masked, major, minor, QL_SCHEMA_MAJOR);
+            goto out;
+        }
+        /* Schema 2 is the first PostgreSQL schema: nothing older to upgrade from. */
+    }
+    if ((rc = exec_simple(c->c, "COMMIT", msg, sizeof msg)))
+        ql_err_set(err, rc, "cannot commit the schema %s on %s: %s", s->schema, s->masked, msg);
+out:
+    conn_close(c);
+    return rc;
+}
+
+/* ---- the store ---- */
+
+/* The conninfo or URL with the password's value replaced by "***". */
+static char *mask_password(const char *url) {
+    size_t n = strlen(url);
+    char *out = malloc(n + 8);
+    if (!out)
+        return NULL;
+    const char *p = url;
+    char *o = out;
+    const char *scheme = strstr(url, "://");
+    if (scheme && (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11))) {
+        const char *auth = scheme + 3;
+        const char *at = strchr(auth, '@'), *slash = strchr(auth, '/');
+        const char *colon = strchr(auth, ':');
+        if (at && (!slash || at < slash) && colon && colon < at) {
+            memcpy(o, url, (size_t)(colon + 1 - url));
+            o += colon + 1 - url;
+            memcpy(o, "***", 3);
+            o += 3;
+            p = at;
+        }
+    }
+    while (*p) {
+        if (!strncmp(p, "password=", 9)) {
+            memcpy(o, "password=***", 12);
+            o += 12;
+            p += 9;
+            char end = *p == '\'' ? '\'' : 0;
+            if (end)
+                p++;
+            while (*p && (end ? *p != end : (*p != ' ' && *p != '&')))
+                p += *p == '\\' && p[1] ? 2 : 1;
+            if (end && *p)
+                p++;
+            continue;
+        }
+        *o++ = *p++;
+    }
+    *o = '\0';
+    return out;
+}
+
+static void pg_close(ql_store_t *bs) {
+    pg_store_t *s = pgs(bs);
+    while (s->idle) {
+        pg_conn_t *c = s->idle;
+        s->idle = c->next;
+        conn_close(c);
+    }
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_cond_destroy(&s->pool_cond);
+    free(s->conninfo);
+    free(s->masked);
+    free(s->schema);
+    PQfreemem(s->schema_ident);
+    store_base_fini(bs);
+    free(s);
+}
+
+int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) {
+    *out = NULL;
+    pg_store_t *s = calloc(1, sizeof *s);
+    if (!s || store_base_init(&s->base, &ql_pg_ops, opts)) {
+        free(s);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_cond_init(&s->pool_cond, NULL);
+    s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
+    s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
+    s->conninfo = strdup(opts->url);
+    s->masked = mask_password(opts->url);
+    s->schema = strdup(opts->pg_schema && opts->pg_schema[0] ? opts->pg_schema : "qilin");
+    if (!s->conninfo || !s->masked || !s->schema) {
+        pg_close(&s->base);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
+    /* The identifier is quoted by libpq, which needs a connection for the encoding. */
+    PGconn *c = PQconnectdb(s->conninfo);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", c ? PQerrorMessage(c) : "out of memory");
+        size_t n = strlen(msg);
+        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+            msg[--n] = '\0';
+        PQfinish(c);
+        ql_err_set(err, QL_EUNAVAILABLE, "qilin.storage.url: cannot connect to %s: %s", s->masked,
+                   msg);
+        pg_close(&s->base);
+        return QL_EUNAVAILABLE;
+    }
+    s->schema_ident = PQescapeIdentifier(c, s->schema, strlen(s->schema));
+    PQfinish(c);
+    if (!s->schema_ident) {
+        pg_close(&s->base);
+        return ql_err_set(err, QL_EINVAL, "qilin.storage.pg.schema: not a valid name");
+    }
+    int rc = schema_setup(s, err);
+    if (rc) {
+        pg_close(&s->base);
+        return rc;
+    }
+    *out = &s->base;
+    return 0;
+}
+
+static int pg_maintain(ql_store_t *s, int *cleared) {
+    (void)s;
+    if (cleared)
+        *cleared = 0;
+    return 0;
+}
+
+static int pg_stat(ql_store_t *bs, ql_store_stat_t *out) {
+    ql_txn_t *t;
+    int rc = ql_txn_begin(bs, false, &t);
+    if (rc)
+        return rc;
+    PGresult *r = PQexecParams(pgt(t)->conn->c, "SELECT pg_database_size(current_database())", 0,
+                               NULL, NULL, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+        out->map_size = 0;
+        out->used_bytes = out->file_bytes = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
+    } else {
+        rc = result_err(pgt(t), r);
+    }
+    PQclear(r);
+    ql_txn_abort(t);
+    return rc;
+}
+
+const store_ops_t ql_pg_ops = {
+    .name = "postgresql",
+    /* PostgreSQL caches 64 subtransaction ids per backend (PGPROC_MAX_CACHED_SUBXIDS); past that
+     * a transaction "suboverflows" and every session's snapshots slow down. Each mutation is a
+     * savepoint, so a batch stays below the cache with room to spare. */
+    .max_batch = 48,
+    .close = pg_close,
+    .maintain = pg_maintain,
+    .stat = pg_stat,
+    .fsck = pg_fsck,
+    .txn_begin = pg_txn_begin,
+    .txn_commit = pg_txn_commit,
+    .txn_abort = pg_txn_abort,
+    .meta_get_u64 = pg_meta_get_u64,
+    .meta_put_u64 = pg_meta_put_u64,
+    .meta_get_str = pg_meta_get_str,
+    .meta_put_str = pg_meta_put_str,
+    .metadata_generation = pg_metadata_generation,
+    .project_get = pg_project_get,
+    .project_put = pg_project_put,
+    .project_foreach = pg_project_foreach,
+    .project_count = pg_project_count,
+    .model_get = pg_model_get,
+    .model_exists = pg_model_exists,
+    .model_find = pg_model_find,
+    .model_put = pg_model_put,
+    .model_foreach = pg_model_foreach,
+    .model_count = pg_model_count,
+    .segment_get = pg_segment_get,
+    .segment_exists = pg_segment_exists,
+    .segment_put = pg_segment_put,
+    .segment_delete = pg_segment_delete,
+    .segment_foreach = pg_segment_foreach,
+    .segment_foreach_overlapping = pg_segment_foreach_overlapping,
+    .segment_count = pg_segment_count,
+    .job_get = pg_job_get,
+    .job_put = pg_job_put,
+    .job_foreach_state = pg_job_foreach_state,
+    .job_foreach_state_ref = pg_job_foreach_state_ref,
+    .job_foreach_model = pg_job_foreach_model,
+    .job_foreach_live = pg_job_foreach_live,
+    .job_foreach_live_overlapping = pg_job_foreach_live_overlapping,
+    .job_foreach_recent = pg_job_foreach_recent,
+    .job_count = pg_job_count,
+    .step_get = pg_step_get,
+    .step_put = pg_step_put,
+    .step_foreach = pg_step_foreach,
+    .output_get = pg_output_get,
+    .output_put = pg_output_put,
+};

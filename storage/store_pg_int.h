@@ -1,0 +1,232 @@
+/*
+ * Internals of the PostgreSQL backend, shared by store_pg*.c (not public; the only files that
+ * include libpq-fe.h). docs/postgresql.md describes the schema and the guarantees.
+ */
+#ifndef QL_STORE_PG_INT_H
+#define QL_STORE_PG_INT_H
+
+#include "store_ops.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+
+/* Prepared statements: each connection prepares a statement the first time it runs it. */
+typedef enum pg_stmt {
+    S_META_GET,
+    S_META_GET_SHARE,
+    S_META_GET_UPDATE,
+    S_META_PUT,
+    S_META_BUMP,
+    S_PROJ_GET,
+    S_PROJ_GET_SHARE,
+    S_PROJ_PUT,
+    S_PROJ_COUNT,
+    S_MODEL_GET,
+    S_MODEL_GET_SHARE,
+    S_MODEL_EXISTS,
+    S_MODEL_ID_BY_NAME,
+    S_MODEL_OLD,
+    S_MODEL_INSERT,
+    S_MODEL_UPDATE,
+    S_MODEL_COUNT,
+    S_SEG_GET,
+    S_SEG_GET_UPDATE,
+    S_SEG_EXISTS,
+    S_SEG_OLD,
+    S_SEG_UPSERT,
+    S_SEG_DELETE,
+    S_SEG_COUNT,
+    S_JOB_GET,
+    S_JOB_GET_UPDATE,
+    S_JOB_OLD,
+    S_JOB_INSERT,
+    S_JOB_UPDATE,
+    S_JOB_COUNT,
+    S_JOB_COUNT_ALL,
+    S_STEP_GET,
+    S_STEP_PUT,
+    S_OUT_GET,
+    S_OUT_PUT,
+    S_MODEL_LOCK,
+    S_XACT_STATUS,
+    S_COUNT
+} pg_stmt_t;
+
+/* Queries walked with a cursor (DECLARE ... CURSOR, FETCH 256), so that a callback may query
+ * again on the same connection. */
+typedef enum pg_walk {
+    W_PROJECTS,
+    W_MODELS,
+    W_SEGMENTS,
+    W_SEG_OVERLAP,
+    W_JOB_STATE,
+    W_JOB_STATE_REF,
+    W_JOB_MODEL,
+    W_JOB_LIVE,
+    W_JOB_LIVE_OVERLAP,
+    W_JOB_RECENT_P_DESC,
+    W_JOB_RECENT_P_ASC,
+    W_JOB_RECENT_DESC,
+    W_JOB_RECENT_ASC,
+    W_STEPS,
+    W_COUNT
+} pg_walk_t;
+
+typedef struct pg_conn {
+    PGconn *c;
+    uint64_t prepared; /* bit per pg_stmt_t */
+    struct pg_conn *next;
+} pg_conn_t;
+
+typedef struct pg_store {
+    ql_store_t base;
+    char *conninfo;
+    char *masked; /* conninfo with any password replaced by "***": the one that is logged */
+    char *schema;
+    char *schema_ident; /* quoted */
+    unsigned pool_size;
+    int64_t lock_timeout_ms;
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_cond;
+    pg_conn_t *idle;
+    unsigned n_open;
+} pg_store_t;
+
+/* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
+ * the advisory locks taken after the savepoint, RELEASE keeps them, docs/postgresql.md). */
+typedef struct pg_txn {
+    ql_txn_t base;
+    pg_conn_t *conn;
+    unsigned level; /* 0: top level; n: savepoint s<n> */
+    int failed;     /* the error that aborted this level (PostgreSQL refuses more), 0: none */
+    int64_t *locked;
+    size_t n_locked, cap_locked;
+    unsigned cursors;  /* cursor names used so far (top level counts for all) */
+    char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
+    bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
+    int epoch_rc;
+    uint64_t epoch;
+} pg_txn_t;
+
+/* Binary parameters of one statement. */
+#define PG_MAX_PARAMS 14
+typedef struct pg_params {
+    int n;
+    const char *v[PG_MAX_PARAMS];
+    int len[PG_MAX_PARAMS];
+    int fmt[PG_MAX_PARAMS];
+    char scratch[PG_MAX_PARAMS][8];
+} pg_params_t;
+
+void pg_p_uuid(pg_params_t *p, const ql_id_t *id); /* a zero id is NULL */
+void pg_p_i64(pg_params_t *p, int64_t v);
+void pg_p_i32(pg_params_t *p, int32_t v);
+void pg_p_i16(pg_params_t *p, int16_t v);
+void pg_p_bool(pg_params_t *p, bool v);
+void pg_p_text(pg_params_t *p, const char *s); /* NULL is NULL */
+void pg_p_bytes(pg_params_t *p, const void *data, size_t len);
+
+/* Runs a prepared statement in t; *res (may be NULL: cleared) gets the result, binary, which
+ * the caller PQclear()s. Returns 0 or the mapped error; an error marks t failed. */
+int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res);
+/* Runs a text command (BEGIN, SAVEPOINT, ...) on t's connection. */
+int pg_cmd(pg_txn_t *t, const char *sql);
+
+typedef int (*pg_row_fn)(PGresult *res, int row, void *arg);
+/* Walks the rows of a cursor query 256 at a time; row returns 0 to go on, > 0 to stop (the
+ * walk returns 0) or a negative error (returned). */
+int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg);
+
+/* Takes the model lock of the transaction (once per savepoint level chain). */
+int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
+/* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
+int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
+void pg_fence_forget(pg_txn_t *t);
+
+/* SQLSTATE of an error result -> Qilin code. */
+int pg_sqlstate_err(const char *state);
+
+static inline pg_txn_t *pgt(ql_txn_t *t) {
+    return (pg_txn_t *)t;
+}
+
+static inline pg_store_t *pgs(ql_store_t *s) {
+    return (pg_store_t *)s;
+}
+
+static inline int64_t pg_get_i64(PGresult *r, int row, int col) {
+    const uint8_t *p = (const uint8_t *)PQgetvalue(r, row, col);
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return (int64_t)v;
+}
+
+static inline int32_t pg_get_i32(PGresult *r, int row, int col) {
+    const uint8_t *p = (const uint8_t *)PQgetvalue(r, row, col);
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static inline int16_t pg_get_i16(PGresult *r, int row, int col) {
+    const uint8_t *p = (const uint8_t *)PQgetvalue(r, row, col);
+    return (int16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static inline bool pg_get_bool(PGresult *r, int row, int col) {
+    return PQgetvalue(r, row, col)[0] != 0;
+}
+
+/* A uuid column (NULL: the zero id). */
+static inline void pg_get_uuid(PGresult *r, int row, int col, ql_id_t *out) {
+    if (PQgetisnull(r, row, col) || PQgetlength(r, row, col) != 16)
+        memset(out->b, 0, 16);
+    else
+        memcpy(out->b, PQgetvalue(r, row, col), 16);
+}
+
+extern const store_ops_t ql_pg_ops;
+
+/* Record operations (store_pg_records.c) and fsck (store_pg_fsck.c). */
+int pg_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
+int pg_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);
+int pg_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap);
+int pg_meta_put_str(ql_txn_t *t, const char *key, const char *value);
+int pg_metadata_generation(ql_txn_t *t, uint64_t *out);
+int pg_project_get(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *out);
+int pg_project_put(ql_txn_t *t, const ql_project_t *p);
+int pg_project_foreach(ql_txn_t *t, ql_project_cb cb, void *arg);
+int pg_project_count(ql_txn_t *t, uint64_t *out);
+int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
+int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
+                  ql_model_t *out);
+int pg_model_put(ql_txn_t *t, const ql_model_t *m);
+int pg_model_foreach(ql_txn_t *t, const char *project, ql_model_cb cb, void *arg);
+int pg_model_count(ql_txn_t *t, const char *project, uint64_t *out);
+int pg_segment_get(ql_txn_t *t, const ql_id_t *id, ql_segment_t *out);
+int pg_segment_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_segment_put(ql_txn_t *t, ql_segment_t *s);
+int pg_segment_delete(ql_txn_t *t, const ql_id_t *id);
+int pg_segment_foreach(ql_txn_t *t, const ql_id_t *model, ql_segment_cb cb, void *arg);
+int pg_segment_foreach_overlapping(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                                   ql_segment_cb cb, void *arg);
+int pg_segment_count(ql_txn_t *t, const ql_id_t *model, uint64_t *out);
+int pg_job_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
+int pg_job_put(ql_txn_t *t, const ql_job_t *j);
+int pg_job_foreach_state(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
+int pg_job_foreach_state_ref(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+int pg_job_foreach_model(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);
+int pg_job_foreach_live(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
+int pg_job_foreach_live_overlapping(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                                    ql_live_job_cb cb, void *arg);
+int pg_job_foreach_recent(ql_txn_t *t, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                          void *arg);
+int pg_job_count(ql_txn_t *t, const char *project, uint32_t state_mask, uint64_t *out);
+int pg_step_get(ql_txn_t *t, const ql_id_t *job, uint32_t seq, ql_step_t *out);
+int pg_step_put(ql_txn_t *t, const ql_step_t *s);
+int pg_step_foreach(ql_txn_t *t, const ql_id_t *job, ql_step_cb cb, void *arg);
+int pg_output_get(ql_txn_t *t, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
+int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+
+#endif

@@ -1,0 +1,728 @@
+/*
+ * The records of the PostgreSQL backend: meta values, projects, models, segments, jobs, steps and
+ * outputs. Records are the same msgpack as on LMDB (bytea), next to the columns that the indexes
+ * and constraints need (docs/postgresql.md, Schema). The locking rules of a write transaction
+ * are in store_pg.c's DESIGN comment; each function below says which it applies.
+ */
+#include "storage/ql_meta.h"
+#include "store_pg_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EPOCH_KEY "job_engine_epoch"
+
+/* The single bytea (or other) value of a one-row result; QL_ENOTFOUND without a row. */
+static int one_row(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, PGresult **r) {
+    int rc = pg_exec(t, st, p, r);
+    if (rc)
+        return rc;
+    if (PQntuples(*r) == 0) {
+        PQclear(*r);
+        *r = NULL;
+        return QL_ENOTFOUND;
+    }
+    return 0;
+}
+
+static int count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *out) {
+    PGresult *r;
+    int rc = one_row(t, st, p, &r);
+    if (rc)
+        return rc;
+    *out = (uint64_t)pg_get_i64(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+static msgpack_zone *zone(pg_txn_t *t) {
+    return ql_txn_zone(&t->base);
+}
+
+/* ---- meta ---- */
+
+int pg_meta_get_u64(ql_txn_t *bt, const char *key, uint64_t *out) {
+    pg_txn_t *t = pgt(bt);
+    if (!strcmp(key, EPOCH_KEY))
+        return pg_fence_epoch(t, out);
+    pg_params_t p = {0};
+    pg_p_text(&p, key);
+    PGresult *r;
+    int rc = one_row(t, bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
+    if (rc)
+        return rc;
+    if (PQgetlength(r, 0, 0) != 8)
+        rc = QL_ECORRUPT;
+    else
+        *out = (uint64_t)pg_get_i64(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+static int meta_put(pg_txn_t *t, const char *key, const void *v, size_t len) {
+    if (!t->base.write || !key[0])
+        return QL_EINVAL;
+    if (!strcmp(key, EPOCH_KEY))
+        pg_fence_forget(t);
+    pg_params_t p = {0};
+    pg_p_text(&p, key);
+    pg_p_bytes(&p, v, len);
+    return pg_exec(t, S_META_PUT, &p, NULL);
+}
+
+int pg_meta_put_u64(ql_txn_t *bt, const char *key, uint64_t value) {
+    uint8_t b[8];
+    for (int i = 7; i >= 0; i--) {
+        b[i] = (uint8_t)value;
+        value >>= 8;
+    }
+    return meta_put(pgt(bt), key, b, 8);
+}
+
+int pg_meta_get_str(ql_txn_t *bt, const char *key, char *buf, size_t cap) {
+    pg_params_t p = {0};
+    pg_p_text(&p, key);
+    PGresult *r;
+    int rc = one_row(pgt(bt), bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
+    if (rc)
+        return rc;
+    size_t n = (size_t)PQgetlength(r, 0, 0);
+    if (n >= cap) {
+        rc = QL_ETOOBIG;
+    } else {
+        memcpy(buf, PQgetvalue(r, 0, 0), n);
+        buf[n] = '\0';
+    }
+    PQclear(r);
+    return rc;
+}
+
+int pg_meta_put_str(ql_txn_t *bt, const char *key, const char *value) {
+    return meta_put(pgt(bt), key, value, strlen(value));
+}
+
+int pg_metadata_generation(ql_txn_t *bt, uint64_t *out) {
+    pg_params_t p = {0};
+    pg_p_text(&p, "metadata_generation");
+    PGresult *r;
+    /* Read without a lock even in a write transaction: the bump is one atomic statement. */
+    int rc = one_row(pgt(bt), S_META_GET, &p, &r);
+    if (rc == QL_ENOTFOUND) {
+        *out = 0;
+        return 0;
+    }
+    if (rc)
+        return rc;
+    if (PQgetlength(r, 0, 0) != 8)
+        rc = QL_ECORRUPT;
+    else
+        *out = (uint64_t)pg_get_i64(r, 0, 0);
+    PQclear(r);
+    return rc;
+}
+
+/* ---- projects ---- */
+
+int pg_project_get(ql_txn_t *bt, const char *name, unsigned flags, ql_project_t *out) {
+    pg_txn_t *t = pgt(bt);
+    if (!name[0] || strlen(name) > QL_NAME_MAX)
+        return QL_ENOTFOUND;
+    pg_params_t p = {0};
+    pg_p_text(&p, name);
+    PGresult *r;
+    int rc = one_row(t, bt->write ? S_PROJ_GET_SHARE : S_PROJ_GET, &p, &r);
+    if (rc)
+        return rc;
+    msgpack_zone *z = zone(t);
+    rc = z ? ql_project_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), flags, out)
+           : UV_ENOMEM;
+    PQclear(r);
+    return rc;
+}
+
+int pg_project_put(ql_txn_t *bt, const ql_project_t *pr) {
+    pg_txn_t *t = pgt(bt);
+    size_t n = strlen(pr->name);
+    if (!bt->write || n == 0 || n > QL_NAME_MAX)
+        return QL_EINVAL;
+    ql_buf_reset(&bt->buf);
+    int rc = ql_project_encode(pr, &bt->buf);
+    if (rc || (rc = pg_exec(t, S_META_BUMP, NULL, NULL)))
+        return rc;
+    pg_params_t p = {0};
+    pg_p_text(&p, pr->name);
+    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    return pg_exec(t, S_PROJ_PUT, &p, NULL);
+}
+
+typedef struct {
+    pg_txn_t *t;
+    void *cb;
+    void *arg;
+    int kind;
+} walk_ctx_t;
+
+static int project_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    msgpack_zone *z = zone(w->t);
+    if (!z)
+        return UV_ENOMEM;
+    ql_project_t p;
+    int rc = ql_project_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), 0, &p);
+    if (rc)
+        return rc;
+    rc = ((ql_project_cb)w->cb)(&p, w->arg);
+    ql_project_free(&p);
+    return rc;
+}
+
+int pg_project_foreach(ql_txn_t *bt, ql_project_cb cb, void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    return pg_walk(pgt(bt), W_PROJECTS, NULL, project_row, &w);
+}
+
+int pg_project_count(ql_txn_t *bt, uint64_t *out) {
+    return count_of(pgt(bt), S_PROJ_COUNT, NULL, out);
+}
+
+/* ---- models ---- */
+
+static int model_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_model_t *out) {
+    msgpack_zone *z = zone(t);
+    return z ? ql_model_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags,
+                                 out)
+             : UV_ENOMEM;
+}
+
+int pg_model_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+    pg_txn_t *t = pgt(bt);
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(t, bt->write ? S_MODEL_GET_SHARE : S_MODEL_GET, &p, &r);
+    if (rc)
+        return rc;
+    rc = model_decode(t, r, 0, flags, out);
+    PQclear(r);
+    return rc;
+}
+
+int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(pgt(bt), S_MODEL_EXISTS, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
+int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned flags,
+                  ql_model_t *out) {
+    if (strlen(project) > QL_NAME_MAX || strlen(name) > QL_NAME_MAX)
+        return QL_ENOTFOUND;
+    pg_params_t p = {0};
+    pg_p_text(&p, project);
+    pg_p_text(&p, name);
+    PGresult *r;
+    int rc = one_row(pgt(bt), S_MODEL_ID_BY_NAME, &p, &r);
+    if (rc)
+        return rc;
+    ql_id_t id;
+    pg_get_uuid(r, 0, 0, &id);
+    PQclear(r);
+    /* Through the point read, so a write transaction locks it as ql_model_get does. */
+    return pg_model_get(bt, &id, flags, out);
+}
+
+/* Inserts or replaces by id. The project is read FOR SHARE (it must exist, and an update of it
+ * waits for this transaction); a name taken by another model of the project is QL_EEXIST, from
+ * the unique constraint with ON CONFLICT DO NOTHING so the transaction stays usable. */
+int pg_model_put(ql_txn_t *bt, const ql_model_t *m) {
+    pg_txn_t *t = pgt(bt);
+    if (!bt->write || !m->name[0] || !m->project[0] || ql_id_is_zero(&m->id) ||
+        strlen(m->name) > QL_NAME_MAX || strlen(m->project) > QL_NAME_MAX)
+        return QL_EINVAL;
+    pg_params_t p = {0};
+    pg_p_text(&p, m->project);
+    PGresult *r;
+    int rc = one_row(t, S_PROJ_GET_SHARE, &p, &r);
+    if (rc)
+        return rc;
+    PQclear(r);
+    p = (pg_params_t){0};
+    pg_p_text(&p, m->project);
+    pg_p_text(&p, m->name);
+    rc = one_row(t, S_MODEL_ID_BY_NAME, &p, &r);
+    if (rc == 0) {
+        ql_id_t other;
+        pg_get_uuid(r, 0, 0, &other);
+        PQclear(r);
+        if (!ql_id_eq(&other, &m->id))
+            return QL_EEXIST;
+    } else if (rc != QL_ENOTFOUND) {
+        return rc;
+    }
+    p = (pg_params_t){0};
+    pg_p_uuid(&p, &m->id);
+    rc = one_row(t, S_MODEL_OLD, &p, &r);
+    bool existed = rc == 0;
+    PQclear(r);
+    if (rc && rc != QL_ENOTFOUND)
+        return rc;
+    ql_buf_reset(&bt->buf);
+    if ((rc = ql_model_encode(m, &bt->buf)) || (rc = pg_exec(t, S_META_BUMP, NULL, NULL)))
+        return rc;
+    p = (pg_params_t){0};
+    pg_p_uuid(&p, &m->id);
+    pg_p_text(&p, m->project);
+    pg_p_text(&p, m->name);
+    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (existed)
+        return pg_exec(t, S_MODEL_UPDATE, &p, NULL);
+    if ((rc = pg_exec(t, S_MODEL_INSERT, &p, &r)))
+        return rc;
+    rc = PQntuples(r) == 1 ? 0 : QL_EEXIST;
+    PQclear(r);
+    return rc;
+}
+
+static int model_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_model_t m;
+    int rc = model_decode(w->t, r, row, 0, &m);
+    if (rc)
+        return rc;
+    rc = ((ql_model_cb)w->cb)(&m, w->arg);
+    ql_model_free(&m);
+    return rc;
+}
+
+int pg_model_foreach(ql_txn_t *bt, const char *project, ql_model_cb cb, void *arg) {
+    if (strlen(project) > QL_NAME_MAX)
+        return 0;
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_text(&p, project);
+    return pg_walk(pgt(bt), W_MODELS, &p, model_row, &w);
+}
+
+int pg_model_count(ql_txn_t *bt, const char *project, uint64_t *out) {
+    pg_params_t p = {0};
+    pg_p_text(&p, project);
+    return count_of(pgt(bt), S_MODEL_COUNT, &p, out);
+}
+
+/* ---- segments ---- */
+
+static int seg_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_segment_t *out) {
+    msgpack_zone *z = zone(t);
+    return z ? ql_segment_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags,
+                                   out)
+             : UV_ENOMEM;
+}
+
+/* FOR UPDATE in a write transaction: a change derived from this read cannot be lost. */
+int pg_segment_get(ql_txn_t *bt, const ql_id_t *id, ql_segment_t *out) {
+    pg_txn_t *t = pgt(bt);
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(t, bt->write ? S_SEG_GET_UPDATE : S_SEG_GET, &p, &r);
+    if (rc)
+        return rc;
+    rc = seg_decode(t, r, 0, QL_DECODE_KEEP_EXTRA, out);
+    PQclear(r);
+    return rc;
+}
+
+int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(pgt(bt), S_SEG_EXISTS, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
+/* Under the model lock (of the old model too, when a segment moves). */
+int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
+    pg_txn_t *t = pgt(bt);
+    if (!bt->write || ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
+        ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
+        return QL_EINVAL;
+    pg_params_t p = {0};
+    pg_p_uuid(&p, &s->id);
+    PGresult *r;
+    int rc = one_row(t, S_SEG_OLD, &p, &r);
+    if (rc == 0) {
+        ql_id_t old;
+        pg_get_uuid(r, 0, 0, &old);
+        PQclear(r);
+        if (!ql_id_eq(&old, &s->model) && (rc = pg_lock_model(t, &old)))
+            return rc;
+    } else if (rc != QL_ENOTFOUND) {
+        return rc;
+    }
+    if ((rc = pg_lock_model(t, &s->model)))
+        return rc;
+    s->layer = 0; /* an LMDB index detail */
+    ql_buf_reset(&bt->buf);
+    if ((rc = ql_segment_encode(s, &bt->buf)))
+        return rc;
+    p = (pg_params_t){0};
+    pg_p_uuid(&p, &s->id);
+    pg_p_uuid(&p, &s->model);
+    pg_p_i64(&p, s->start);
+    pg_p_i64(&p, s->end);
+    pg_p_i16(&p, (int16_t)s->status);
+    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    return pg_exec(t, S_SEG_UPSERT, &p, NULL);
+}
+
+int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
+    pg_txn_t *t = pgt(bt);
+    if (!bt->write)
+        return QL_EINVAL;
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(t, S_SEG_OLD, &p, &r);
+    if (rc)
+        return rc;
+    ql_id_t model;
+    pg_get_uuid(r, 0, 0, &model);
+    PQclear(r);
+    if ((rc = pg_lock_model(t, &model)))
+        return rc;
+    if ((rc = one_row(t, S_SEG_DELETE, &p, &r)))
+        return rc;
+    PQclear(r);
+    return 0;
+}
+
+static int seg_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_segment_t s;
+    int rc = seg_decode(w->t, r, row, 0, &s);
+    if (rc)
+        return rc;
+    rc = ((ql_segment_cb)w->cb)(&s, w->arg);
+    ql_segment_free(&s);
+    return rc;
+}
+
+int pg_segment_foreach(ql_txn_t *bt, const ql_id_t *model, ql_segment_cb cb, void *arg) {
+    pg_txn_t *t = pgt(bt);
+    int rc = pg_lock_model(t, model);
+    if (rc)
+        return rc;
+    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    return pg_walk(t, W_SEGMENTS, &p, seg_row, &w);
+}
+
+/* The overlap probe: under the model lock in a write transaction, so that the answer holds
+ * until the commit (no other writer of the model can add an overlapping segment meanwhile). */
+int pg_segment_foreach_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
+                                   ql_segment_cb cb, void *arg) {
+    if (start >= end)
+        return 0;
+    pg_txn_t *t = pgt(bt);
+    int rc = pg_lock_model(t, model);
+    if (rc)
+        return rc;
+    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    pg_p_i64(&p, start);
+    pg_p_i64(&p, end);
+    return pg_walk(t, W_SEG_OVERLAP, &p, seg_row, &w);
+}
+
+int pg_segment_count(ql_txn_t *bt, const ql_id_t *model, uint64_t *out) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    return count_of(pgt(bt), S_SEG_COUNT, &p, out);
+}
+
+/* ---- jobs ---- */
+
+static int job_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_job_t *out) {
+    msgpack_zone *z = zone(t);
+    return z ? ql_job_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags, out)
+             : UV_ENOMEM;
+}
+
+/* FOR UPDATE in a write transaction: two servers cannot both move one job. */
+int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
+    pg_txn_t *t = pgt(bt);
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = one_row(t, bt->write ? S_JOB_GET_UPDATE : S_JOB_GET, &p, &r);
+    if (rc)
+        return rc;
+    rc = job_decode(t, r, 0, flags, out);
+    PQclear(r);
+    return rc;
+}
+
+/* Under the model lock. A new job that would overlap a live job of its model is refused by the
+ * exclusion constraint (ON CONFLICT DO NOTHING: QL_EJOBCONFLICT, the transaction usable), the
+ * backstop of the rule in meta.c. */
+int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
+    pg_txn_t *t = pgt(bt);
+    if (!bt->write || ql_id_is_zero(&j->id) || !j->project[0] || strlen(j->project) > QL_NAME_MAX ||
+        (unsigned)j->state >= QL_JOB_STATE_COUNT || j->priority < QL_PRIORITY_MIN ||
+        j->priority > QL_PRIORITY_MAX ||
+        (j->has_range &&
+         ql_meta_check_range("range_start", "range_end", j->range_start, j->range_end, true, NULL)))
+        return QL_EINVAL;
+    int rc = pg_lock_model(t, &j->model);
+    if (rc)
+        return rc;
+    pg_params_t p = {0};
+    pg_p_uuid(&p, &j->id);
+    PGresult *r;
+    rc = one_row(t, S_JOB_OLD, &p, &r);
+    bool existed = rc == 0;
+    if (existed) {
+        ql_id_t model;
+        pg_get_uuid(r, 0, 1, &model);
+        bool same = !strcmp(PQgetvalue(r, 0, 0), j->project) && ql_id_eq(&model, &j->model) &&
+                    pg_get_i64(r, 0, 2) == j->create_time;
+        PQclear(r);
+        /* The creation-time index and the project never change for a job. */
+        if (!same)
+            return QL_EINVAL;
+    } else if (rc != QL_ENOTFOUND) {
+        return rc;
+    }
+    ql_buf_reset(&bt->buf);
+    if ((rc = ql_job_encode(j, &bt->buf)))
+        return rc;
+    p = (pg_params_t){0};
+    pg_p_uuid(&p, &j->id);
+    pg_p_text(&p, j->project);
+    pg_p_uuid(&p, &j->model);
+    pg_p_i16(&p, (int16_t)j->state);
+    pg_p_i16(&p, (int16_t)j->priority);
+    pg_p_i64(&p, j->create_time);
+    pg_p_i64(&p, j->modify_time);
+    pg_p_bool(&p, j->has_range);
+    /* Without a range the columns are not read (the constraint and the probes look at ranged
+     * jobs only); a valid empty range keeps the column expressions defined. */
+    pg_p_i64(&p, j->has_range ? j->range_start : 0);
+    pg_p_i64(&p, j->has_range ? j->range_end : 0);
+    pg_p_i64(&p, (int64_t)j->fence);
+    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (existed)
+        return pg_exec(t, S_JOB_UPDATE, &p, NULL);
+    if ((rc = pg_exec(t, S_JOB_INSERT, &p, &r)))
+        return rc;
+    rc = PQntuples(r) == 1 ? 0 : QL_EJOBCONFLICT;
+    PQclear(r);
+    return rc;
+}
+
+static int job_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_job_t j;
+    int rc = job_decode(w->t, r, row, 0, &j);
+    if (rc)
+        return rc;
+    rc = ((ql_job_cb)w->cb)(&j, w->arg);
+    ql_job_free(&j);
+    return rc;
+}
+
+int pg_job_foreach_state(ql_txn_t *bt, ql_state_t state, ql_job_cb cb, void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_i16(&p, (int16_t)state);
+    return pg_walk(pgt(bt), W_JOB_STATE, &p, job_row, &w);
+}
+
+static int state_ref_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_id_t id;
+    pg_get_uuid(r, row, 0, &id);
+    return ((ql_job_state_ref_cb)w->cb)(&id, pg_get_i16(r, row, 1), pg_get_i64(r, row, 2), w->arg);
+}
+
+int pg_job_foreach_state_ref(ql_txn_t *bt, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_i16(&p, (int16_t)state);
+    return pg_walk(pgt(bt), W_JOB_STATE_REF, &p, state_ref_row, &w);
+}
+
+int pg_job_foreach_model(ql_txn_t *bt, const ql_id_t *model, ql_job_cb cb, void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    return pg_walk(pgt(bt), W_JOB_MODEL, &p, job_row, &w);
+}
+
+static int live_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_live_job_t lj;
+    pg_get_uuid(r, row, 0, &lj.id);
+    lj.state = (ql_state_t)pg_get_i16(r, row, 1);
+    lj.has_range = pg_get_bool(r, row, 2);
+    lj.start = pg_get_i64(r, row, 3);
+    lj.end = pg_get_i64(r, row, 4);
+    return ((ql_live_job_cb)w->cb)(&lj, w->arg);
+}
+
+int pg_job_foreach_live(ql_txn_t *bt, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
+    pg_txn_t *t = pgt(bt);
+    int rc = pg_lock_model(t, model);
+    if (rc)
+        return rc;
+    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    return pg_walk(t, W_JOB_LIVE, &p, live_row, &w);
+}
+
+int pg_job_foreach_live_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
+                                    ql_live_job_cb cb, void *arg) {
+    if (start >= end)
+        return 0;
+    pg_txn_t *t = pgt(bt);
+    int rc = pg_lock_model(t, model);
+    if (rc)
+        return rc;
+    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    pg_p_i64(&p, start);
+    pg_p_i64(&p, end);
+    return pg_walk(t, W_JOB_LIVE_OVERLAP, &p, live_row, &w);
+}
+
+static int recent_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_id_t id;
+    pg_get_uuid(r, row, 0, &id);
+    return ((ql_job_ref_cb)w->cb)(&id, (ql_state_t)pg_get_i16(r, row, 1), pg_get_i64(r, row, 2),
+                                  w->arg);
+}
+
+int pg_job_foreach_recent(ql_txn_t *bt, const char *project, bool oldest_first, ql_job_ref_cb cb,
+                          void *arg) {
+    if (project && !project[0])
+        project = NULL;
+    if (project && strlen(project) > QL_NAME_MAX)
+        return 0;
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_walk_t q;
+    if (project) {
+        pg_p_text(&p, project);
+        q = oldest_first ? W_JOB_RECENT_P_ASC : W_JOB_RECENT_P_DESC;
+    } else {
+        q = oldest_first ? W_JOB_RECENT_ASC : W_JOB_RECENT_DESC;
+    }
+    return pg_walk(pgt(bt), q, &p, recent_row, &w);
+}
+
+int pg_job_count(ql_txn_t *bt, const char *project, uint32_t state_mask, uint64_t *out) {
+    *out = 0;
+    if (project && !project[0])
+        project = NULL;
+    if (project && strlen(project) > QL_NAME_MAX)
+        return 0;
+    pg_params_t p = {0};
+    if (project)
+        pg_p_text(&p, project);
+    pg_p_i32(&p, (int32_t)(state_mask & ((1u << QL_JOB_STATE_COUNT) - 1)));
+    return count_of(pgt(bt), project ? S_JOB_COUNT : S_JOB_COUNT_ALL, &p, out);
+}
+
+/* ---- steps and outputs ---- */
+
+int pg_step_get(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, ql_step_t *out) {
+    pg_txn_t *t = pgt(bt);
+    pg_params_t p = {0};
+    pg_p_uuid(&p, job);
+    pg_p_i32(&p, (int32_t)seq);
+    PGresult *r;
+    int rc = one_row(t, S_STEP_GET, &p, &r);
+    if (rc)
+        return rc;
+    msgpack_zone *z = zone(t);
+    rc = z ? ql_step_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0),
+                              QL_DECODE_KEEP_EXTRA, out)
+           : UV_ENOMEM;
+    PQclear(r);
+    return rc;
+}
+
+int pg_step_put(ql_txn_t *bt, const ql_step_t *s) {
+    if (!bt->write || (unsigned)s->state >= QL_STATE_COUNT)
+        return QL_EINVAL;
+    ql_buf_reset(&bt->buf);
+    int rc = ql_step_encode(s, &bt->buf);
+    if (rc)
+        return rc;
+    pg_params_t p = {0};
+    pg_p_uuid(&p, &s->job);
+    pg_p_i32(&p, (int32_t)s->seq);
+    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    return pg_exec(pgt(bt), S_STEP_PUT, &p, NULL);
+}
+
+static int step_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    msgpack_zone *z = zone(w->t);
+    if (!z)
+        return UV_ENOMEM;
+    ql_step_t s;
+    int rc = ql_step_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), 0, &s);
+    if (rc)
+        return rc;
+    rc = ((ql_step_cb)w->cb)(&s, w->arg);
+    ql_step_free(&s);
+    return rc;
+}
+
+int pg_step_foreach(ql_txn_t *bt, const ql_id_t *job, ql_step_cb cb, void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, job);
+    return pg_walk(pgt(bt), W_STEPS, &p, step_row, &w);
+}
+
+int pg_output_get(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, char **out, size_t *len) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, job);
+    pg_p_i32(&p, (int32_t)seq);
+    PGresult *r;
+    int rc = one_row(pgt(bt), S_OUT_GET, &p, &r);
+    if (rc)
+        return rc;
+    size_t n = (size_t)PQgetlength(r, 0, 0);
+    *out = malloc(n + 1);
+    if (*out) {
+        memcpy(*out, PQgetvalue(r, 0, 0), n);
+        (*out)[n] = '\0';
+        *len = n;
+    } else {
+        rc = UV_ENOMEM;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int pg_output_put(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, const char *text, size_t len) {
+    if (!bt->write)
+        return QL_EINVAL;
+    pg_params_t p = {0};
+    pg_p_uuid(&p, job);
+    pg_p_i32(&p, (int32_t)seq);
+    pg_p_bytes(&p, text, len);
+    return pg_exec(pgt(bt), S_OUT_PUT, &p, NULL);
+}

@@ -1,0 +1,525 @@
+/*
+ * The store contract: what every backend of storage/include/storage/ql_store.h guarantees,
+ * through the public API only (docs/postgresql.md, Tests). It runs on LMDB as storage_test_
+ * store_contract and on PostgreSQL as storage_test_store_contract@pg (QL_TEST_STORE=pg).
+ */
+#include "storage/storage.h"
+
+#include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[256];
+static ql_store_t *store;
+
+static void setup(void) {
+    ql_test_tmpdir(dir, sizeof dir, "ql_contract");
+    ql_test_store_open(dir, &store);
+}
+
+static void teardown(void) {
+    ql_store_close(store);
+    store = NULL;
+}
+
+TestSuite(contract, .init = setup, .fini = teardown);
+
+static ql_txn_t *wbegin(void) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    return t;
+}
+
+static ql_txn_t *rbegin(void) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    return t;
+}
+
+static void put_project(ql_txn_t *t, const char *name) {
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "%s", name);
+    p.create_time = 1;
+    cr_assert_eq(ql_project_put(t, &p), 0);
+}
+
+static ql_model_t make_model(const char *project, const char *name) {
+    ql_model_t m = {0};
+    ql_store_new_id(store, &m.id);
+    snprintf(m.project, sizeof m.project, "%s", project);
+    snprintf(m.name, sizeof m.name, "%s", name);
+    m.partitioned = true;
+    return m;
+}
+
+static ql_segment_t make_seg(const ql_id_t *model, int64_t s, int64_t e, ql_seg_status_t st) {
+    ql_segment_t g = {0};
+    ql_store_new_id(store, &g.id);
+    g.model = *model;
+    g.start = s;
+    g.end = e;
+    g.status = st;
+    return g;
+}
+
+static ql_job_t make_job(const char *project, const ql_id_t *model, ql_state_t st, int prio,
+                         int64_t ctime, int64_t s, int64_t e) {
+    ql_job_t j = {0};
+    ql_store_new_id(store, &j.id);
+    snprintf(j.project, sizeof j.project, "%s", project);
+    if (model)
+        j.model = *model;
+    snprintf(j.type, sizeof j.type, "INC_BUILD");
+    j.state = st;
+    j.priority = prio;
+    j.create_time = ctime;
+    j.modify_time = ctime;
+    j.has_range = s < e;
+    j.range_start = s;
+    j.range_end = e;
+    return j;
+}
+
+/* A model in project p, committed. */
+static ql_model_t setup_model(const char *project, const char *name) {
+    ql_txn_t *t = wbegin();
+    ql_project_t p;
+    if (ql_project_get(t, project, 0, &p) == 0)
+        ql_project_free(&p);
+    else
+        put_project(t, project);
+    ql_model_t m = make_model(project, name);
+    cr_assert_eq(ql_model_put(t, &m), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    return m;
+}
+
+Test(contract, meta_values_round_trip_and_survive_a_reopen) {
+    ql_txn_t *t = wbegin();
+    cr_assert_eq(ql_meta_put_u64(t, "c_u64", 0x0102030405060708ull), 0);
+    cr_assert_eq(ql_meta_put_str(t, "c_str", "hello"), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_store_close(store);
+    ql_test_store_open(dir, &store);
+    t = rbegin();
+    uint64_t v = 0;
+    char buf[8];
+    cr_assert_eq(ql_meta_get_u64(t, "c_u64", &v), 0);
+    cr_assert_eq(v, 0x0102030405060708ull);
+    cr_assert_eq(ql_meta_get_str(t, "c_str", buf, sizeof buf), 0);
+    cr_assert_str_eq(buf, "hello");
+    cr_assert_eq(ql_meta_get_str(t, "c_str", buf, 5), QL_ETOOBIG);
+    cr_assert_eq(ql_meta_get_u64(t, "absent", &v), QL_ENOTFOUND);
+    ql_txn_abort(t);
+}
+
+Test(contract, an_aborted_write_leaves_nothing) {
+    ql_txn_t *t = wbegin();
+    put_project(t, "gone");
+    ql_txn_abort(t);
+    t = rbegin();
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(t, "gone", 0, &p), QL_ENOTFOUND);
+    ql_txn_abort(t);
+}
+
+Test(contract, a_nested_abort_leaves_the_parent_usable) {
+    ql_txn_t *t = wbegin();
+    put_project(t, "kept");
+    ql_txn_t *n;
+    cr_assert_eq(ql_txn_begin_nested(t, &n), 0);
+    put_project(n, "dropped");
+    ql_txn_abort(n);
+    cr_assert_eq(ql_txn_begin_nested(t, &n), 0);
+    put_project(n, "merged");
+    cr_assert_eq(ql_txn_commit(n), 0);
+    /* A refused change inside a nested transaction fails it alone. */
+    cr_assert_eq(ql_txn_begin_nested(t, &n), 0);
+    ql_model_t m = make_model("no-such-project", "m");
+    cr_assert_eq(ql_model_put(n, &m), QL_ENOTFOUND);
+    ql_txn_abort(n);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    uint64_t count;
+    cr_assert_eq(ql_project_count(t, &count), 0);
+    cr_assert_eq(count, 2);
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(t, "dropped", 0, &p), QL_ENOTFOUND);
+    cr_assert_eq(ql_project_get(t, "merged", 0, &p), 0);
+    ql_project_free(&p);
+    ql_txn_abort(t);
+}
+
+Test(contract, a_read_transaction_is_a_snapshot) {
+    ql_txn_t *r = rbegin();
+    uint64_t n;
+    cr_assert_eq(ql_project_count(r, &n), 0);
+    cr_assert_eq(n, 0);
+    ql_txn_t *t = wbegin();
+    put_project(t, "later");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(ql_project_count(r, &n), 0);
+    cr_assert_eq(n, 0, "a read transaction does not see a later commit");
+    ql_txn_abort(r);
+    r = rbegin();
+    cr_assert_eq(ql_project_count(r, &n), 0);
+    cr_assert_eq(n, 1);
+    ql_txn_abort(r);
+}
+
+static int count_models_cb(const ql_model_t *m, void *arg) {
+    (void)m;
+    (*(int *)arg)++;
+    return 0;
+}
+
+typedef struct {
+    ql_txn_t *t;
+    char names[8][QL_NAME_MAX + 1];
+    int models[8];
+    int n;
+} nest_t;
+
+/* Queries again from inside an iteration, as api_models.c does. */
+static int nest_cb(const ql_project_t *p, void *arg) {
+    nest_t *w = arg;
+    snprintf(w->names[w->n], sizeof w->names[w->n], "%s", p->name);
+    int rc = ql_model_foreach(w->t, p->name, count_models_cb, &w->models[w->n]);
+    w->n++;
+    return rc;
+}
+
+Test(contract, projects_in_name_order_with_queries_inside_the_callback) {
+    setup_model("b", "m1");
+    setup_model("b", "m2");
+    setup_model("a", "m1");
+    ql_txn_t *t = wbegin();
+    put_project(t, "C");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    nest_t w = {.t = rbegin()};
+    cr_assert_eq(ql_project_foreach(w.t, nest_cb, &w), 0);
+    ql_txn_abort(w.t);
+    cr_assert_eq(w.n, 3);
+    cr_assert_str_eq(w.names[0], "C", "byte order, as LMDB's keys");
+    cr_assert_str_eq(w.names[1], "a");
+    cr_assert_str_eq(w.names[2], "b");
+    cr_assert_eq(w.models[1], 1);
+    cr_assert_eq(w.models[2], 2);
+}
+
+static int stop_cb(const ql_project_t *p, void *arg) {
+    (void)p;
+    return ++*(int *)arg == 2 ? 1 : 0;
+}
+
+static int fail_cb(const ql_project_t *p, void *arg) {
+    (void)p;
+    (void)arg;
+    return QL_EINVAL;
+}
+
+Test(contract, a_callback_stops_or_fails_an_iteration) {
+    ql_txn_t *t = wbegin();
+    put_project(t, "p1");
+    put_project(t, "p2");
+    put_project(t, "p3");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    int n = 0;
+    cr_assert_eq(ql_project_foreach(t, stop_cb, &n), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ql_project_foreach(t, fail_cb, NULL), QL_EINVAL);
+    ql_txn_abort(t);
+}
+
+Test(contract, models_unique_by_name_within_a_project) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    ql_model_t dup = make_model("p", "m");
+    cr_assert_eq(ql_model_put(t, &dup), QL_EEXIST);
+    /* The transaction is still usable after a refused put. */
+    ql_model_t other = make_model("p", "other");
+    cr_assert_eq(ql_model_put(t, &other), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    ql_model_t got;
+    cr_assert_eq(ql_model_find(t, "p", "m", 0, &got), 0);
+    cr_assert(ql_id_eq(&got.id, &m.id));
+    ql_model_free(&got);
+    cr_assert_eq(ql_model_exists(t, &other.id), 0);
+    uint64_t n;
+    cr_assert_eq(ql_model_count(t, "p", &n), 0);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ql_model_find(t, "p", "nope", 0, &got), QL_ENOTFOUND);
+    ql_txn_abort(t);
+}
+
+Test(contract, project_and_model_writes_raise_the_metadata_generation) {
+    ql_txn_t *t = rbegin();
+    uint64_t g0, g1;
+    cr_assert_eq(ql_store_metadata_generation(t, &g0), 0);
+    ql_txn_abort(t);
+    setup_model("p", "m");
+    t = rbegin();
+    cr_assert_eq(ql_store_metadata_generation(t, &g1), 0);
+    ql_txn_abort(t);
+    cr_assert_geq(g1, g0 + 2, "a project and a model were written");
+}
+
+typedef struct {
+    int64_t starts[16];
+    int n;
+} seglist_t;
+
+static int seg_cb(const ql_segment_t *s, void *arg) {
+    seglist_t *l = arg;
+    l->starts[l->n++] = s->start;
+    return 0;
+}
+
+Test(contract, segments_in_order_and_overlap_probes) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    ql_segment_t segs[4] = {
+        make_seg(&m.id, 200, 300, QL_SEG_READY), make_seg(&m.id, 0, 100, QL_SEG_READY),
+        make_seg(&m.id, 100, 200, QL_SEG_READY),
+        make_seg(&m.id, 0, 300, QL_SEG_NEW), /* a merge's NEW segment over the three */
+    };
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(ql_segment_put(t, &segs[i]), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    t = rbegin();
+    seglist_t all = {0};
+    cr_assert_eq(ql_segment_foreach(t, &m.id, seg_cb, &all), 0);
+    cr_assert_eq(all.n, 4);
+    for (int i = 1; i < all.n; i++)
+        cr_assert_leq(all.starts[i - 1], all.starts[i]);
+    ql_segment_t out[4];
+    size_t n;
+    cr_assert_eq(ql_segment_overlapping(t, &m.id, 150, 250, out, 4, &n), 0);
+    cr_assert_eq(n, 3, "[100,200), [200,300) and the merge's [0,300)");
+    cr_assert_eq(out[0].start, 0);
+    cr_assert_eq(out[0].end, 300);
+    cr_assert_eq(out[1].start, 100);
+    cr_assert_eq(out[2].start, 200);
+    cr_assert_eq(ql_segment_overlapping(t, &m.id, 100, 200, out, 1, &n), QL_ETOOBIG);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(ql_segment_overlapping(t, &m.id, 300, 400, out, 4, &n), 0);
+    cr_assert_eq(n, 0, "half-open: [300, 400) touches nothing");
+    uint64_t count;
+    cr_assert_eq(ql_segment_count(t, &m.id, &count), 0);
+    cr_assert_eq(count, 4);
+    ql_segment_t got;
+    cr_assert_eq(ql_segment_get(t, &segs[2].id, &got), 0);
+    cr_assert_eq(got.start, 100);
+    cr_assert_eq(got.status, QL_SEG_READY);
+    ql_segment_free(&got);
+    ql_txn_abort(t);
+
+    t = wbegin();
+    cr_assert_eq(ql_segment_delete(t, &segs[3].id), 0);
+    cr_assert_eq(ql_segment_delete(t, &segs[3].id), QL_ENOTFOUND);
+    segs[0].status = QL_SEG_WARNING;
+    cr_assert_eq(ql_segment_put(t, &segs[0]), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    cr_assert_eq(ql_segment_exists(t, &segs[3].id), QL_ENOTFOUND);
+    cr_assert_eq(ql_segment_get(t, &segs[0].id, &got), 0);
+    cr_assert_eq(got.status, QL_SEG_WARNING);
+    ql_segment_free(&got);
+    cr_assert_eq(ql_segment_count(t, &m.id, &count), 0);
+    cr_assert_eq(count, 3);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(store);
+}
+
+typedef struct {
+    ql_id_t ids[16];
+    int64_t times[16];
+    int n;
+} refs_t;
+
+static int state_ref_cb(const ql_id_t *id, int prio, int64_t ctime, void *arg) {
+    (void)prio;
+    refs_t *r = arg;
+    r->ids[r->n] = *id;
+    r->times[r->n++] = ctime;
+    return 0;
+}
+
+static int recent_cb(const ql_id_t *id, ql_state_t st, int64_t mtime, void *arg) {
+    (void)st;
+    refs_t *r = arg;
+    r->ids[r->n] = *id;
+    r->times[r->n++] = mtime;
+    return 0;
+}
+
+static int live_cb(const ql_live_job_t *j, void *arg) {
+    refs_t *r = arg;
+    r->ids[r->n] = j->id;
+    r->times[r->n++] = j->start;
+    return 0;
+}
+
+static int job_cb(const ql_job_t *j, void *arg) {
+    refs_t *r = arg;
+    r->ids[r->n] = j->id;
+    r->times[r->n++] = j->create_time;
+    return 0;
+}
+
+Test(contract, job_indexes_orders_and_counts) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    put_project(t, "q");
+    ql_job_t a = make_job("p", &m.id, QL_READY, 3, 30, 0, 100);
+    ql_job_t b = make_job("p", &m.id, QL_READY, 1, 40, 100, 200);
+    ql_job_t c = make_job("p", &m.id, QL_READY, 3, 10, 200, 300);
+    ql_job_t d = make_job("q", NULL, QL_SUCCEED, 3, 20, 0, 0);
+    ql_job_t *all[4] = {&a, &b, &c, &d};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(ql_job_put(t, all[i]), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    t = rbegin();
+    refs_t r = {0};
+    cr_assert_eq(ql_job_foreach_state_ref(t, QL_READY, state_ref_cb, &r), 0);
+    cr_assert_eq(r.n, 3);
+    cr_assert(ql_id_eq(&r.ids[0], &b.id), "priority first");
+    cr_assert(ql_id_eq(&r.ids[1], &c.id), "then create time");
+    cr_assert(ql_id_eq(&r.ids[2], &a.id));
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_state(t, QL_READY, job_cb, &r), 0);
+    cr_assert_eq(r.n, 3);
+    cr_assert(ql_id_eq(&r.ids[0], &b.id));
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_model(t, &m.id, job_cb, &r), 0);
+    cr_assert_eq(r.n, 3);
+    cr_assert_eq(r.times[0], 10);
+    cr_assert_eq(r.times[2], 40);
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_recent(t, NULL, false, recent_cb, &r), 0);
+    cr_assert_eq(r.n, 4);
+    cr_assert_eq(r.times[0], 40, "most recently modified first");
+    cr_assert_eq(r.times[3], 10);
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_recent(t, "q", true, recent_cb, &r), 0);
+    cr_assert_eq(r.n, 1);
+    cr_assert(ql_id_eq(&r.ids[0], &d.id));
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_live_overlapping(t, &m.id, 150, 250, live_cb, &r), 0);
+    cr_assert_eq(r.n, 2);
+    cr_assert_eq(r.times[0], 100);
+    cr_assert_eq(r.times[1], 200);
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_live(t, &m.id, live_cb, &r), 0);
+    cr_assert_eq(r.n, 3);
+    uint64_t n;
+    cr_assert_eq(ql_job_count(t, NULL, 1u << QL_READY | 1u << QL_SUCCEED, &n), 0);
+    cr_assert_eq(n, 4);
+    cr_assert_eq(ql_job_count(t, "p", 1u << QL_SUCCEED, &n), 0);
+    cr_assert_eq(n, 0);
+    cr_assert_eq(ql_job_count(t, "q", 1u << QL_SUCCEED, &n), 0);
+    cr_assert_eq(n, 1);
+    ql_txn_abort(t);
+
+    /* A transition moves the job between the indexes. */
+    t = wbegin();
+    ql_job_t got;
+    cr_assert_eq(ql_job_get(t, &a.id, QL_DECODE_KEEP_EXTRA, &got), 0);
+    got.state = QL_SUCCEED;
+    got.modify_time = 99;
+    cr_assert_eq(ql_job_put(t, &got), 0);
+    ql_job_free(&got);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    cr_assert_eq(ql_job_count(t, "p", 1u << QL_READY, &n), 0);
+    cr_assert_eq(n, 2);
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_live(t, &m.id, live_cb, &r), 0);
+    cr_assert_eq(r.n, 2, "a final job is not live");
+    r.n = 0;
+    cr_assert_eq(ql_job_foreach_recent(t, "p", false, recent_cb, &r), 0);
+    cr_assert_eq(r.times[0], 99);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(store);
+}
+
+Test(contract, a_job_never_changes_project_model_or_create_time) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    ql_job_t j = make_job("p", &m.id, QL_READY, 3, 10, 0, 100);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    j.create_time = 11;
+    cr_assert_eq(ql_job_put(t, &j), QL_EINVAL);
+    j.create_time = 10;
+    j.priority = 9;
+    cr_assert_eq(ql_job_put(t, &j), QL_EINVAL, "priority out of range");
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
+
+Test(contract, steps_and_outputs) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    ql_job_t j = make_job("p", &m.id, QL_READY, 3, 10, 0, 100);
+    j.n_steps = 2;
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    for (uint32_t i = 0; i < 2; i++) {
+        ql_step_t s = {.job = j.id, .seq = 1 - i, .state = QL_READY};
+        snprintf(s.name, sizeof s.name, "step%u", 1 - i);
+        cr_assert_eq(ql_step_put(t, &s), 0);
+    }
+    cr_assert_eq(ql_output_put(t, &j.id, 0, "out\0put", 7), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    ql_step_t s;
+    cr_assert_eq(ql_step_get(t, &j.id, 1, &s), 0);
+    cr_assert_str_eq(s.name, "step1");
+    ql_step_free(&s);
+    cr_assert_eq(ql_step_get(t, &j.id, 5, &s), QL_ENOTFOUND);
+    char *out;
+    size_t len;
+    cr_assert_eq(ql_output_get(t, &j.id, 0, &out, &len), 0);
+    cr_assert_eq(len, 7);
+    cr_assert_eq(memcmp(out, "out\0put", 7), 0);
+    free(out);
+    cr_assert_eq(ql_output_get(t, &j.id, 1, &out, &len), QL_ENOTFOUND);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(store);
+}
+
+Test(contract, fencing_epoch_raise_and_check) {
+    ql_txn_t *t = wbegin();
+    uint64_t e;
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(e, 1);
+    cr_assert_eq(ql_fence_raise(t, &e), 0);
+    cr_assert_eq(e, 2, "a raise inside the transaction sees the earlier one");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = wbegin();
+    ql_err_t err = {0};
+    cr_assert_eq(ql_fence_check(t, 2, &err), 0);
+    cr_assert_eq(ql_fence_check(t, 1, &err), QL_EFENCED);
+    ql_txn_abort(t);
+}
+
+Test(contract, stat_names_the_backend) {
+    ql_store_stat_t st;
+    cr_assert_eq(ql_store_stat(store, &st), 0);
+    const char *want = strcmp(ql_test_store_backend(), "pg") ? "lmdb" : "postgresql";
+    cr_assert_str_eq(st.backend, want);
+    cr_assert_gt(st.used_bytes, 0);
+}
+
+Test(contract, a_read_only_transaction_refuses_writes) {
+    ql_txn_t *t = rbegin();
+    ql_txn_t *n;
+    cr_assert_eq(ql_txn_begin_nested(t, &n), QL_EINVAL);
+    ql_txn_abort(t);
+}
