@@ -120,55 +120,6 @@ static const char *const walk_sql[W_COUNT] = {
     [W_STEPS] = "SELECT rec FROM steps WHERE job = $1::uuid ORDER BY seq",
 };
 
-/* ---- parameters ---- */
-
-static void put_be(char *dst, uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; i--) {
-        dst[i] = (char)(v & 0xff);
-        v >>= 8;
-    }
-}
-
-static void p_add(pg_params_t *p, const char *v, int len) {
-    p->v[p->n] = v;
-    p->len[p->n] = len;
-    p->fmt[p->n] = 1;
-    p->n++;
-}
-
-void pg_p_uuid(pg_params_t *p, const ql_id_t *id) {
-    p_add(p, id && !ql_id_is_zero(id) ? (const char *)id->b : NULL, 16);
-}
-
-void pg_p_i64(pg_params_t *p, int64_t v) {
-    put_be(p->scratch[p->n], (uint64_t)v, 8);
-    p_add(p, p->scratch[p->n], 8);
-}
-
-void pg_p_i32(pg_params_t *p, int32_t v) {
-    put_be(p->scratch[p->n], (uint32_t)v, 4);
-    p_add(p, p->scratch[p->n], 4);
-}
-
-void pg_p_i16(pg_params_t *p, int16_t v) {
-    put_be(p->scratch[p->n], (uint16_t)v, 2);
-    p_add(p, p->scratch[p->n], 2);
-}
-
-void pg_p_bool(pg_params_t *p, bool v) {
-    p->scratch[p->n][0] = v ? 1 : 0;
-    p_add(p, p->scratch[p->n], 1);
-}
-
-void pg_p_text(pg_params_t *p, const char *s) {
-    p_add(p, s, s ? (int)strlen(s) : 0);
-}
-
-void pg_p_bytes(pg_params_t *p, const void *data, size_t len) {
-    /* A zero-length bytea must not be NULL. */
-    p_add(p, len ? (const char *)data : "", (int)len);
-}
-
 /* ---- errors ---- */
 
 int pg_sqlstate_err(const char *st) {
@@ -414,7 +365,7 @@ void pg_fence_forget(pg_txn_t *t) {
 
 /* ---- connections ---- */
 
-static int conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
+int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
     *out = NULL;
     PGconn *c = PQconnectdb(s->conninfo);
     if (!c)
@@ -459,7 +410,7 @@ static int conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
     return 0;
 }
 
-static void conn_close(pg_conn_t *c) {
+void pg_conn_close(pg_conn_t *c) {
     if (c) {
         PQfinish(c->c);
         free(c);
@@ -478,7 +429,7 @@ static int pool_get(pg_store_t *s, pg_conn_t **out) {
                 *out = c;
                 return 0;
             }
-            conn_close(c); /* broken while idle: open a fresh one */
+            pg_conn_close(c); /* broken while idle: open a fresh one */
             pthread_mutex_lock(&s->pool_lock);
             s->n_open--;
             continue;
@@ -487,7 +438,7 @@ static int pool_get(pg_store_t *s, pg_conn_t **out) {
             s->n_open++;
             pthread_mutex_unlock(&s->pool_lock);
             ql_err_t err = {0};
-            int rc = conn_open(s, out, &err);
+            int rc = pg_conn_open(s, out, &err);
             if (rc) {
                 pthread_mutex_lock(&s->pool_lock);
                 s->n_open--;
@@ -512,7 +463,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
     pthread_cond_signal(&s->pool_cond);
     pthread_mutex_unlock(&s->pool_lock);
     if (broken)
-        conn_close(c);
+        pg_conn_close(c);
 }
 
 /* ---- transactions ---- */
@@ -588,7 +539,7 @@ static int resolve_commit(pg_txn_t *t) {
     pg_conn_t *c;
     ql_err_t err = {0};
     for (int attempt = 0; attempt < 100; attempt++) {
-        if (conn_open(s, &c, &err)) {
+        if (pg_conn_open(s, &c, &err)) {
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL); /* the database is restarting: poll, bounded */
             continue;
@@ -607,7 +558,7 @@ static int resolve_commit(pg_txn_t *t) {
                 again = true; /* in progress */
         }
         PQclear(r);
-        conn_close(c);
+        pg_conn_close(c);
         if (!again)
             return rc;
         struct timespec ts = {0, 20 * 1000 * 1000};
@@ -698,193 +649,14 @@ static void pg_txn_abort(ql_txn_t *bt) {
     txn_free(t);
 }
 
-/* ---- the schema ---- */
-
-/* Taken around schema creation and upgrades: two servers starting together on one database. */
-#define SCHEMA_LOCK_KEY 0x71696c696e736368ll /* "qilinsch" */
-
-static const char schema_ddl[] =
-    "CREATE TABLE meta (key text PRIMARY KEY, value bytea NOT NULL);"
-    "CREATE TABLE projects (name text PRIMARY KEY, rec bytea NOT NULL);"
-    "CREATE TABLE models (id uuid PRIMARY KEY, project text NOT NULL REFERENCES projects(name),"
-    "  name text NOT NULL, rec bytea NOT NULL, UNIQUE (project, name));"
-    "CREATE TABLE segments (id uuid PRIMARY KEY, model uuid NOT NULL REFERENCES models(id),"
-    "  start_ms bigint NOT NULL, end_ms bigint NOT NULL, status smallint NOT NULL,"
-    "  rec bytea NOT NULL, CHECK (start_ms < end_ms));"
-    "CREATE INDEX segments_range ON segments USING gist (model, int8range(start_ms, end_ms));"
-    "CREATE TABLE jobs (id uuid PRIMARY KEY, project text NOT NULL, model uuid,"
-    "  state smallint NOT NULL, priority smallint NOT NULL, create_time bigint NOT NULL,"
-    "  modify_time bigint NOT NULL, has_range boolean NOT NULL, range_start bigint NOT NULL,"
-    "  range_end bigint NOT NULL, fence bigint NOT NULL DEFAULT 0, rec bytea NOT NULL,"
-    "  CONSTRAINT live_jobs_disjoint EXCLUDE USING gist"
-    "    (model WITH =, int8range(range_start, range_end) WITH &&)"
-    "    WHERE (state IN (0, 1, 2, 3, 4) AND has_range AND model IS NOT NULL));"
-    "CREATE INDEX jobs_ready ON jobs (priority, create_time, id) WHERE state = 0;"
-    "CREATE INDEX jobs_state ON jobs (state, priority, create_time, id);"
-    "CREATE INDEX jobs_model ON jobs (model, create_time, id);"
-    "CREATE INDEX jobs_recent ON jobs (project, modify_time, id);"
-    "CREATE INDEX jobs_recent_all ON jobs (modify_time, id);"
-    "CREATE INDEX jobs_count ON jobs (project, state);"
-    "CREATE TABLE steps (job uuid NOT NULL, seq int NOT NULL, rec bytea NOT NULL,"
-    "  PRIMARY KEY (job, seq));"
-    "CREATE TABLE outputs (job uuid NOT NULL, seq int NOT NULL, body bytea NOT NULL,"
-    "  PRIMARY KEY (job, seq));";
-
-static int exec_simple(PGconn *c, const char *sql, char *msg, size_t cap) {
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
-    int rc = 0;
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        rc = pg_sqlstate_err(PQresultErrorField(r, PG_DIAG_SQLSTATE));
-        if (PQstatus(c) == CONNECTION_BAD)
-            rc = QL_EUNAVAILABLE;
-        snprintf(msg, cap, "%s", PQresultErrorMessage(r));
-        size_t n = strlen(msg);
-        while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
-            msg[--n] = '\0';
-    }
-    PQclear(r);
-    return rc;
-}
-
-/* Creates the schema when missing, or checks its version, in one transaction under the schema
- * lock. The versions follow LMDB's rules: a newer major version is refused. */
-static int schema_setup(pg_store_t *s, ql_err_t *err) {
-    pg_conn_t *c;
-    int rc = conn_open(s, &c, err);
-    if (rc)
-        return rc;
-    char msg[512] = "", sql[1024];
-    snprintf(sql, sizeof sql,
-             "BEGIN; SELECT pg_advisory_xact_lock(%lld); CREATE SCHEMA IF NOT EXISTS %s",
-             (long long)SCHEMA_LOCK_KEY, s->schema_ident);
-    if ((rc = exec_simple(c->c, sql, msg, sizeof msg))) {
-        ql_err_set(err, rc, "cannot create the schema %s on %s: %s", s->schema, s->masked, msg);
-        goto out;
-    }
-    /* btree_gist (postgresql-contrib) gives GiST its uuid = for the exclusion constraint. Only
-     * created when missing: on PostgreSQL 15 an ordinary role may not create in public, and an
-     * administrator may have installed it once for every schema. */
-    PGresult *r = PQexec(c->c, "SELECT 1 FROM pg_extension WHERE extname = 'btree_gist'");
-    bool have_gist = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-    PQclear(r);
-    if (!have_gist &&
-        (rc = exec_simple(c->c, "CREATE EXTENSION IF NOT EXISTS btree_gist SCHEMA public", msg,
-                          sizeof msg))) {
-        ql_err_set(err, rc,
-                   "cannot create the extension btree_gist on %s (an administrator can: CREATE "
-                   "EXTENSION btree_gist): %s",
-                   s->masked, msg);
-        goto out;
-    }
-    const char *v[1] = {s->schema};
-    r = PQexecParams(c->c,
-                     "SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = "
-                     "'meta'",
-                     1, NULL, v, NULL, NULL, 0);
-    bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
-    PQclear(r);
-    if (!exists) {
-        char init[512];
-        snprintf(init, sizeof init,
-                 "INSERT INTO meta VALUES ('schema_major', int8send(%d)), ('schema_minor', "
-                 "int8send(%d)), ('created_by', convert_to('qilin %s', 'UTF8'))",
-                 QL_SCHEMA_MAJOR, QL_SCHEMA_MINOR, QL_VERSION);
-        if (s->base.read_only) {
-            rc = ql_err_set(err, QL_ENOTFOUND, "the schema %s on %s holds no Qilin store",
-                            s->schema, s->masked);
-            goto out;
-        }
-        if ((rc = exec_simple(c->c, schema_ddl, msg, sizeof msg)) ||
-            (rc = exec_simple(c->c, init, msg, sizeof msg))) {
-            ql_err_set(err, rc, "cannot create the tables of schema %s on %s: %s", s->schema,
-                       s->masked, msg);
-            goto out;
-        }
-    } else {
-        r = PQexec(c->c, "SELECT key, ('x' || encode(value, 'hex'))::bit(64)::bigint FROM meta "
-                         "WHERE key IN ('schema_major', 'schema_minor') AND length(value) = 8");
-        long long major = -1, minor = 0;
-        if (PQresultStatus(r) == PGRES_TUPLES_OK)
-            for (int i = 0; i < PQntuples(r); i++) {
-                long long val = atoll(PQgetvalue(r, i, 1));
-                if (!strcmp(PQgetvalue(r, i, 0), "schema_major"))
-                    major = val;
-                else
-                    minor = val;
-            }
-        PQclear(r);
-        if (major < 0) {
-            rc = ql_err_set(err, QL_ECORRUPT, "the store in schema %s on %s has no schema version",
-                            s->schema, s->masked);
-            goto out;
-        }
-        if (major > QL_SCHEMA_MAJOR) {
-            rc = ql_err_set(err, QL_EVERSION,
-                            "the store in schema %s on %s was written by a newer Qilin (schema "
-                            "%lld.%lld); this build reads schema %d.x: upgrade Qilin or use "
-                            "another schema",
-                            s->schema, s->masked, major, minor, QL_SCHEMA_MAJOR);
-            goto out;
-        }
-        /* Schema 2 is the first PostgreSQL schema: nothing older to upgrade from. */
-    }
-    if ((rc = exec_simple(c->c, "COMMIT", msg, sizeof msg)))
-        ql_err_set(err, rc, "cannot commit the schema %s on %s: %s", s->schema, s->masked, msg);
-out:
-    conn_close(c);
-    return rc;
-}
-
 /* ---- the store ---- */
-
-/* The conninfo or URL with the password's value replaced by "***". */
-static char *mask_password(const char *url) {
-    size_t n = strlen(url);
-    char *out = malloc(n + 8);
-    if (!out)
-        return NULL;
-    const char *p = url;
-    char *o = out;
-    const char *scheme = strstr(url, "://");
-    if (scheme && (!strncmp(url, "postgresql://", 13) || !strncmp(url, "postgres://", 11))) {
-        const char *auth = scheme + 3;
-        const char *at = strchr(auth, '@'), *slash = strchr(auth, '/');
-        const char *colon = strchr(auth, ':');
-        if (at && (!slash || at < slash) && colon && colon < at) {
-            memcpy(o, url, (size_t)(colon + 1 - url));
-            o += colon + 1 - url;
-            memcpy(o, "***", 3);
-            o += 3;
-            p = at;
-        }
-    }
-    while (*p) {
-        if (!strncmp(p, "password=", 9)) {
-            memcpy(o, "password=***", 12);
-            o += 12;
-            p += 9;
-            char end = *p == '\'' ? '\'' : 0;
-            if (end)
-                p++;
-            while (*p && (end ? *p != end : (*p != ' ' && *p != '&')))
-                p += *p == '\\' && p[1] ? 2 : 1;
-            if (end && *p)
-                p++;
-            continue;
-        }
-        *o++ = *p++;
-    }
-    *o = '\0';
-    return out;
-}
 
 static void pg_close(ql_store_t *bs) {
     pg_store_t *s = pgs(bs);
     while (s->idle) {
         pg_conn_t *c = s->idle;
         s->idle = c->next;
-        conn_close(c);
+        pg_conn_close(c);
     }
     pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->pool_cond);
@@ -908,7 +680,7 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
     s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
     s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
     s->conninfo = strdup(opts->url);
-    s->masked = mask_password(opts->url);
+    s->masked = pg_mask_password(opts->url);
     s->schema = strdup(opts->pg_schema && opts->pg_schema[0] ? opts->pg_schema : "qilin");
     if (!s->conninfo || !s->masked || !s->schema) {
         pg_close(&s->base);
@@ -934,7 +706,7 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
         pg_close(&s->base);
         return ql_err_set(err, QL_EINVAL, "qilin.storage.pg.schema: not a valid name");
     }
-    int rc = schema_setup(s, err);
+    int rc = pg_schema_setup(s, err);
     if (rc) {
         pg_close(&s->base);
         return rc;

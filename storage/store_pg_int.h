@@ -229,4 +229,13 @@ int pg_output_get(ql_txn_t *t, const ql_id_t *job, uint32_t seq, char **out, siz
 int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
 int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
 
+/* Creates or upgrades the schema at open, under an advisory lock (store_pg_schema.c). */
+int pg_schema_setup(pg_store_t *s, ql_err_t *err);
+/* A malloc'ed copy of url (conninfo or URL) with the password replaced by "***", or NULL. */
+char *pg_mask_password(const char *url);
+
+/* Opens a connection of s with its session settings and prepared statements; closes one. */
+int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err);
+void pg_conn_close(pg_conn_t *c);
+
 #endif
