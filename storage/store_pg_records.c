@@ -411,33 +411,35 @@ static int seg_row(PGresult *r, int row, void *arg) {
     return rc;
 }
 
-int pg_segment_foreach(ql_txn_t *bt, const ql_id_t *model, ql_segment_cb cb, void *arg) {
+/* A walk over one model's rows under the model lock (so that in a write transaction the answer
+ * holds until the commit: no other writer of the model can add an overlapping row meanwhile),
+ * with the range [start, end) as parameters when ranged. */
+static int model_walk(ql_txn_t *bt, const ql_id_t *model, bool ranged, int64_t start, int64_t end,
+                      pg_walk_t walk, pg_row_fn row, void *cb, void *arg) {
     pg_txn_t *t = pgt(bt);
     int rc = pg_lock_model(t, model);
     if (rc)
         return rc;
-    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
+    walk_ctx_t w = {.t = t, .cb = cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_uuid(&p, model);
-    return pg_walk(t, W_SEGMENTS, &p, seg_row, &w);
+    if (ranged) {
+        pg_p_i64(&p, start);
+        pg_p_i64(&p, end);
+    }
+    return pg_walk(t, walk, &p, row, &w);
 }
 
-/* The overlap probe: under the model lock in a write transaction, so that the answer holds
- * until the commit (no other writer of the model can add an overlapping segment meanwhile). */
+int pg_segment_foreach(ql_txn_t *bt, const ql_id_t *model, ql_segment_cb cb, void *arg) {
+    return model_walk(bt, model, false, 0, 0, W_SEGMENTS, seg_row, (void *)cb, arg);
+}
+
+/* The overlap probe (model_walk says why under the model lock). */
 int pg_segment_foreach_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
                                    ql_segment_cb cb, void *arg) {
     if (start >= end)
         return 0;
-    pg_txn_t *t = pgt(bt);
-    int rc = pg_lock_model(t, model);
-    if (rc)
-        return rc;
-    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
-    pg_params_t p = {0};
-    pg_p_uuid(&p, model);
-    pg_p_i64(&p, start);
-    pg_p_i64(&p, end);
-    return pg_walk(t, W_SEG_OVERLAP, &p, seg_row, &w);
+    return model_walk(bt, model, true, start, end, W_SEG_OVERLAP, seg_row, (void *)cb, arg);
 }
 
 int pg_segment_count(ql_txn_t *bt, const ql_id_t *model, uint64_t *out) {
@@ -577,30 +579,14 @@ static int live_row(PGresult *r, int row, void *arg) {
 }
 
 int pg_job_foreach_live(ql_txn_t *bt, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
-    pg_txn_t *t = pgt(bt);
-    int rc = pg_lock_model(t, model);
-    if (rc)
-        return rc;
-    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
-    pg_params_t p = {0};
-    pg_p_uuid(&p, model);
-    return pg_walk(t, W_JOB_LIVE, &p, live_row, &w);
+    return model_walk(bt, model, false, 0, 0, W_JOB_LIVE, live_row, (void *)cb, arg);
 }
 
 int pg_job_foreach_live_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg) {
     if (start >= end)
         return 0;
-    pg_txn_t *t = pgt(bt);
-    int rc = pg_lock_model(t, model);
-    if (rc)
-        return rc;
-    walk_ctx_t w = {.t = t, .cb = (void *)cb, .arg = arg};
-    pg_params_t p = {0};
-    pg_p_uuid(&p, model);
-    pg_p_i64(&p, start);
-    pg_p_i64(&p, end);
-    return pg_walk(t, W_JOB_LIVE_OVERLAP, &p, live_row, &w);
+    return model_walk(bt, model, true, start, end, W_JOB_LIVE_OVERLAP, live_row, (void *)cb, arg);
 }
 
 static int recent_row(PGresult *r, int row, void *arg) {
