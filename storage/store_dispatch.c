@@ -6,15 +6,43 @@
  */
 #include "store_ops.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
+
+/* Creates path and its missing parents 0750: the store, its lock and the step logs are the
+ * server user's (and its group's, for an operator's tools), never every local user's. An existing
+ * directory keeps its mode; the node warns when others may enter it. Both backends need it:
+ * on PostgreSQL it still holds the step logs and the job engine lock file. */
+static int mkdir_p(const char *path) {
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return UV_ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0750) && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0750) && errno != EEXIST)
+        return -errno;
+    return 0;
+}
 
 int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) {
     *out = NULL;
     if (!opts || !opts->path || !opts->path[0])
         return ql_err_set(err, QL_EINVAL, "qilin.storage.path: no data directory given");
+    int rc;
+    if (!opts->read_only && (rc = mkdir_p(opts->path)))
+        return ql_err_set(err, rc, "qilin.storage.path: cannot create %s: %s", opts->path,
+                          ql_strerror(rc));
     if (opts->url && opts->url[0])
         return ql_store_pg_open(opts, out, err);
     return ql_store_lmdb_open(opts, out, err);

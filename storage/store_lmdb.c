@@ -52,26 +52,6 @@ int ql_store_mdb_err(int rc) {
     }
 }
 
-/* Creates path and its missing parents 0750: the store, its lock and the step logs are the
- * server user's (and its group's, for an operator's tools), never every local user's. An existing
- * directory keeps its mode; the node warns when others may enter it. */
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return UV_ENAMETOOLONG;
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0750) && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(buf, 0750) && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 /*
  * Brings an older store up to this schema in the transaction txn (consumed). Schema 1 keyed
  * job_live by (model, id); schema 2 by (model, range start, id). A read-only open cannot
@@ -151,10 +131,7 @@ static int lmdb_maintain(ql_store_t *s, int *cleared);
 
 int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err) {
     *out = NULL;
-    int rc;
-    if (!opts->read_only && (rc = mkdir_p(opts->path)))
-        return ql_err_set(err, rc, "qilin.storage.path: cannot create %s: %s", opts->path,
-                          ql_strerror(rc));
+    int rc; /* the data directory exists: ql_store_open made it */
     lmdb_store_t *L = calloc(1, sizeof *L);
     if (!L || store_base_init(&L->base, &lmdb_ops, opts)) {
         free(L);

@@ -8,6 +8,7 @@
 #ifndef QL_TEST_REST_UTIL_H
 #define QL_TEST_REST_UTIL_H
 
+#include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -154,7 +155,8 @@ UNUSED static bool qd_wait_exit(qd_t *q, int timeout_ms) {
  * Runs qilind with argv (NULL-terminated, without the program name) and its stderr in
  * q->log (appended, so a restart keeps the earlier lines), then waits for "listening on" and
  * reads the port from that line. Returns true when the server is serving; false when it exited
- * first (q->exit_status tells) or did not come up in time.
+ * first (q->exit_status tells) or did not come up in time. With "--data DIR" among args the
+ * store of DIR is put on the backend under test (ql_test_store_settings, appended as --set).
  */
 UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
     if (!q->log[0])
@@ -165,8 +167,18 @@ UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
     const char *argv[64];
     size_t n = 0;
     argv[n++] = QILIND;
-    for (size_t i = 0; args && args[i] && n < 63; i++)
+    const char *data = NULL;
+    for (size_t i = 0; args && args[i] && n < 59; i++) {
+        if (i > 0 && strcmp(args[i - 1], "--data") == 0)
+            data = args[i];
         argv[n++] = args[i];
+    }
+    const char *store[2];
+    int n_store = data ? ql_test_store_settings(data, store) : 0;
+    for (int i = 0; i < n_store; i++) {
+        argv[n++] = "--set";
+        argv[n++] = store[i];
+    }
     argv[n] = NULL;
     pid_t pid = fork(); /* no Criterion call may run in the child (see test_template.c) */
     if (pid == 0) {

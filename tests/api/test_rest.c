@@ -920,7 +920,8 @@ static void store_old_builds(const int64_t *ages, size_t n, char (*ids)[64]) {
     ql_job_steps_t steps;
     rc = ql_job_steps_from_template(t, NULL, "INC_BUILD", &steps, &err);
     cr_assert_eq(rc, 0, "%s", err.msg);
-    ql_store_opts_t so = {.path = Q.data};
+    ql_store_opts_t so;
+    ql_test_store_opts(Q.data, &so); /* the backend under test, the server's store */
     ql_store_t *store;
     rc = ql_store_open(&so, &store, &err);
     cr_assert_eq(rc, 0, "%s", err.msg);

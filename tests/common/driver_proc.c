@@ -2,6 +2,7 @@
 #include "tests/common/driver_proc.h"
 
 #include "tests/common/loop_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -91,8 +92,15 @@ void ql_test_driver_start_node(ql_test_driver_t *d, uv_loop_t *loop, const char 
                                const char *data, const char *templates, const char *err_path,
                                int64_t deadline_ms) {
     /* uv_spawn takes char **; it does not write to the strings. */
-    char *args[] = {(char *)driver,    "--data",         (char *)data, "--templates",
-                    (char *)templates, "--poll-seconds", "1",          NULL};
+    char *args[12] = {(char *)driver,    "--data",         (char *)data, "--templates",
+                      (char *)templates, "--poll-seconds", "1"};
+    const char *store[2];
+    int n = 7, n_store = ql_test_store_settings(data, store); /* the backend under test */
+    for (int i = 0; i < n_store; i++) {
+        args[n++] = "--set";
+        args[n++] = (char *)store[i];
+    }
+    args[n] = NULL;
     ql_test_driver_start(d, loop, args, err_path, deadline_ms);
 }
 

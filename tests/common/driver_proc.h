@@ -28,7 +28,8 @@ typedef struct ql_test_driver {
 void ql_test_driver_start(ql_test_driver_t *d, uv_loop_t *loop, char **args, const char *err_path,
                           int64_t deadline_ms);
 /* Starts node_driver (driver is its path) as a server on the store at data with the templates
- * file templates, trying the lock every second (--poll-seconds 1), with ql_test_driver_start:
+ * file templates (on the backend under test, ql_test_store_settings), trying the lock every
+ * second (--poll-seconds 1), with ql_test_driver_start:
  * asserts it says MASTER within deadline_ms. The strings are borrowed for the call only. */
 void ql_test_driver_start_node(ql_test_driver_t *d, uv_loop_t *loop, const char *driver,
                                const char *data, const char *templates, const char *err_path,

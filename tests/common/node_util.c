@@ -3,6 +3,7 @@
 
 #include "scheduler/ql_submission.h"
 #include "tests/common/loop_util.h"
+#include "tests/common/store_util.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -19,6 +20,10 @@ ql_config_t *ql_test_node_config(const char *data, const char *templates,
     snprintf(arg, sizeof arg, "qilin.jobs.templates=%s", templates);
     cr_assert_eq(ql_config_set_arg(cfg, arg, &err), 0, "%s", err.msg);
     cr_assert_eq(ql_config_set_arg(cfg, "qilin.storage.map-size=1GiB", &err), 0, "%s", err.msg);
+    const char *store[2];
+    int n_store = ql_test_store_settings(data, store); /* the backend under test */
+    for (int i = 0; i < n_store; i++)
+        cr_assert_eq(ql_config_set_arg(cfg, store[i], &err), 0, "%s: %s", store[i], err.msg);
     for (size_t i = 0; settings && settings[i]; i++)
         cr_assert_eq(ql_config_set_arg(cfg, settings[i], &err), 0, "%s: %s", settings[i], err.msg);
     return cfg;

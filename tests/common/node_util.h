@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* A new server configuration for tests: store at data, templates file, a 1 GiB map, then each
+/* A new server configuration for tests: store at data (on the backend under test,
+ * ql_test_store_settings), templates file, a 1 GiB map, then each
  * "key=value" of settings (NULL-terminated, may be NULL) in order; asserts each is accepted. */
 ql_config_t *ql_test_node_config(const char *data, const char *templates,
                                  const char *const *settings);

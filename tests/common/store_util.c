@@ -1,5 +1,6 @@
 #include "tests/common/store_util.h"
 #include "storage/store_int.h"
+#include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
 #include <libpq-fe.h>
@@ -92,6 +93,8 @@ uint64_t ql_test_store_hash(ql_store_t *store) {
 static struct {
     char dir[512];
     char schema[48];
+    char url_kv[1100];  /* qilin.storage.url=... (ql_test_store_settings) */
+    char schema_kv[80]; /* qilin.storage.pg.schema=... */
 } schemas[MAX_SCHEMAS];
 static int n_schemas;
 static pid_t schemas_pid;
@@ -167,7 +170,9 @@ void ql_test_store_opts(const char *dir, ql_store_opts_t *opts) {
     if (schemas_pid != getpid()) {
         schemas_pid = getpid(); /* a forked test process starts its own list */
         n_schemas = 0;
-        atexit(drop_schemas);
+        /* After the test's own processes are gone: a server it started and did not stop would
+         * hold locks on the schema's tables and make the DROP wait. */
+        ql_test_cleanup_add(drop_schemas);
     }
     for (int i = 0; i < n_schemas; i++)
         if (!strcmp(schemas[i].dir, dir)) {
@@ -180,6 +185,28 @@ void ql_test_store_opts(const char *dir, ql_store_opts_t *opts) {
              (long)getpid(), n_schemas);
     opts->pg_schema = schemas[n_schemas].schema;
     n_schemas++;
+}
+
+int ql_test_store_settings(const char *dir, const char *out[2]) {
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    if (!o.url)
+        return 0;
+    /* o.pg_schema is schemas[i].schema, the entry of dir. */
+    for (int i = 0; i < n_schemas; i++)
+        if (!strcmp(schemas[i].dir, dir)) {
+            char schema[sizeof schemas[i].schema];
+            memcpy(schema, schemas[i].schema, sizeof schema);
+            snprintf(schemas[i].url_kv, sizeof schemas[i].url_kv, "qilin.storage.url=%s",
+                     find_pg_url());
+            snprintf(schemas[i].schema_kv, sizeof schemas[i].schema_kv,
+                     "qilin.storage.pg.schema=%s", schema);
+            out[0] = schemas[i].url_kv;
+            out[1] = schemas[i].schema_kv;
+            return 2;
+        }
+    cr_assert_fail("no schema for %s", dir);
+    return 0;
 }
 
 void ql_test_store_open(const char *dir, ql_store_t **store) {

@@ -40,6 +40,14 @@ void ql_test_require_backend(const char *backend);
 void ql_test_store_opts(const char *dir, ql_store_opts_t *opts);
 /* The PostgreSQL conninfo of the tests (QL_TEST_PG_URL or the fixture's), NULL when none. */
 const char *ql_test_pg_url(void);
+/* The configuration settings ("key=value") that put the store of a server whose data
+ * directory is dir (qilind, node_driver, a node of ql_test_node_config) on the backend under
+ * test: none on LMDB; on PostgreSQL qilin.storage.url and qilin.storage.pg.schema, with the
+ * schema ql_test_store_opts gives dir, so the test and its servers share one store and the
+ * schema is dropped when the test's process exits (after its processes are killed). Writes
+ * them to out and returns how many (0 or 2); the strings stay valid until the process exits.
+ * Call it before a fork: it may assert or skip like ql_test_store_opts. */
+int ql_test_store_settings(const char *dir, const char *out[2]);
 /* ql_store_open with ql_test_store_opts; asserts that it worked. */
 void ql_test_store_open(const char *dir, ql_store_t **store);
 

@@ -26,6 +26,9 @@
 static pid_t g_owner; /* the process that armed the handler; 0 before */
 static int g_ndirs;
 static char g_dirs[MAX_DIRS][DIR_CAP];
+#define MAX_HOOKS 4
+static void (*g_hooks[MAX_HOOKS])(void);
+static int g_nhooks;
 
 /* Whether /proc/<pid>/environ holds exactly the entry want (NUL-separated entries). */
 static bool environ_has(long pid, const char *want) {
@@ -118,6 +121,9 @@ static void cleanup_at_exit(void) {
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    for (int i = 0; i < g_nhooks; i++)
+        g_hooks[i]();
+    g_nhooks = 0;
     for (int i = 0; i < g_ndirs; i++)
         ql_test_rm_tree(g_dirs[i]);
     g_ndirs = 0;
@@ -129,6 +135,7 @@ void ql_test_cleanup_arm(void) {
     /* A forked child that calls this becomes an owner of its own, with a fresh registry. */
     g_owner = getpid();
     g_ndirs = 0;
+    g_nhooks = 0;
     char v[32];
     snprintf(v, sizeof v, "%d", (int)g_owner);
     setenv(QL_TEST_OWNER_ENV, v, 1);
@@ -137,6 +144,15 @@ void ql_test_cleanup_arm(void) {
         atexit(cleanup_at_exit);
         registered_in = g_owner;
     }
+}
+
+void ql_test_cleanup_add(void (*fn)(void)) {
+    ql_test_cleanup_arm();
+    for (int i = 0; i < g_nhooks; i++)
+        if (g_hooks[i] == fn)
+            return;
+    if (g_nhooks < MAX_HOOKS)
+        g_hooks[g_nhooks++] = fn;
 }
 
 int ql_test_tmpdir_try(char *out, size_t cap, const char *name) {

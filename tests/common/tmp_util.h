@@ -52,4 +52,10 @@ int ql_test_tmpdir_try(char *out, size_t cap, const char *name);
  * that starts processes but makes no temporary directory calls it before the first start. */
 void ql_test_cleanup_arm(void);
 
+/* Arms the handler (ql_test_cleanup_arm) and has it call fn too, once, after the processes are
+ * gone and before the directories are removed: for state the test's children may still be
+ * using until then (the PostgreSQL schemas of store_util.c, which a live server would keep
+ * locked). Up to 4 functions; a function added twice runs once. */
+void ql_test_cleanup_add(void (*fn)(void));
+
 #endif

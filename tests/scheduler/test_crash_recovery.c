@@ -19,6 +19,7 @@
  * The kill moments come from a PRNG seeded with QL_CRASH_SEED (printed, to replay a failure).
  */
 #include "storage/storage.h"
+#include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -213,6 +214,8 @@ static int n_acks;
 
 static void start_driver(driver_t *d, int round, bool final) {
     memset(d, 0, sizeof *d);
+    const char *store[2] = {NULL, NULL};
+    int n_store = ql_test_store_settings(data, store); /* before the fork: it may assert */
     int fds[2];
     cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
     char err_path[160];
@@ -228,9 +231,19 @@ static void start_driver(driver_t *d, int round, bool final) {
             dup2(e, STDERR_FILENO);
         char jobs[16];
         snprintf(jobs, sizeof jobs, "%d", JOBS);
-        execl(DRIVER, DRIVER, "--data", data, "--templates", templates_path, "--jobs", jobs,
-              "--concurrency", "4", "--submit-every-ms", "10", "--batch", "2",
-              final ? "--exit-when-done" : NULL, (char *)NULL);
+        const char *argv[24] = {
+            DRIVER, "--data",        data, "--templates",       templates_path, "--jobs",
+            jobs,   "--concurrency", "4",  "--submit-every-ms", "10",           "--batch",
+            "2"};
+        int n = 13;
+        for (int i = 0; i < n_store; i++) {
+            argv[n++] = "--set";
+            argv[n++] = store[i];
+        }
+        if (final)
+            argv[n++] = "--exit-when-done";
+        argv[n] = NULL;
+        execv(DRIVER, (char *const *)argv);
         _exit(127);
     }
     cr_assert_geq(pid, 0);
@@ -401,7 +414,9 @@ Test(crash_recovery, sigkill_at_random_moments_loses_nothing_and_never_runs_a_st
                       "step %s: the try of pid %ld never ended", open[i].step, open[i].pid);
 
     /* The store: every acknowledged job exists and succeeded; every job is final. */
-    ql_store_opts_t so = {.path = data, .map_size = 1u << 30};
+    ql_store_opts_t so;
+    ql_test_store_opts(data, &so); /* the backend under test, the drivers' store */
+    so.map_size = 1u << 30;
     ql_store_t *store;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &store, &err), 0, "%s", err.msg);

@@ -187,7 +187,10 @@ static seen_t look_in(ql_store_t *st, const ql_id_t *job, uint32_t n_steps) {
 }
 
 static seen_t look_stopped(const ql_id_t *job, uint32_t n_steps) {
-    ql_store_opts_t so = {.path = w.data, .map_size = 1ull << 30, .read_only = true};
+    ql_store_opts_t so;
+    ql_test_store_opts(w.data, &so); /* the backend under test, the node's store */
+    so.map_size = 1ull << 30;
+    so.read_only = true;
     ql_store_t *st;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&so, &st, &err), 0, "%s", err.msg);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char dir[256];
 static ql_store_t *store;
@@ -115,6 +116,21 @@ Test(contract, meta_values_round_trip_and_survive_a_reopen) {
     cr_assert_eq(ql_meta_get_str(t, "c_str", buf, 5), QL_ETOOBIG);
     cr_assert_eq(ql_meta_get_u64(t, "absent", &v), QL_ENOTFOUND);
     ql_txn_abort(t);
+}
+
+/* The data directory holds more than the store (step logs, the job engine lock file), so every
+ * backend creates it, with its missing parents, and none is open to every local user. */
+Test(contract, the_data_directory_is_created_when_missing) {
+    char nested[400];
+    snprintf(nested, sizeof nested, "%s/a/b/data", dir);
+    ql_store_t *s;
+    ql_test_store_open(nested, &s);
+    struct stat st;
+    cr_assert_eq(stat(nested, &st), 0, "%s was not created (%s)", nested, ql_test_store_backend());
+    cr_assert(S_ISDIR(st.st_mode));
+    cr_assert_eq(st.st_mode & 0777, 0750, "mode %03o", (unsigned)(st.st_mode & 0777));
+    cr_assert_str_eq(ql_store_path(s), nested);
+    ql_store_close(s);
 }
 
 Test(contract, an_aborted_write_leaves_nothing) {

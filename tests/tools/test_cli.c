@@ -13,6 +13,7 @@
  *   - the real qilind (skipped when build/tools/qilind does not exist): a project, a model,
  *     automatic builds, a manual build waited for, segments, --json, a 409.
  */
+#include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -985,6 +986,11 @@ static void server_start(void) {
     char listen_kv[64], data_kv[320];
     snprintf(listen_kv, sizeof listen_kv, "qilin.server.listen=127.0.0.1:%d", S.port);
     snprintf(data_kv, sizeof data_kv, "qilin.storage.path=%s/data", S.dir);
+    /* The backend under test; on LMDB there is no setting, and the listen one goes twice. */
+    const char *store[2] = {listen_kv, listen_kv};
+    char data_dir[320];
+    snprintf(data_dir, sizeof data_dir, "%s/data", S.dir);
+    ql_test_store_settings(data_dir, store);
     S.pid = fork();
     if (S.pid == 0) {
         int fd = open(S.log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -993,7 +999,8 @@ static void server_start(void) {
         if (chdir(QL_SOURCE_DIR) != 0)
             _exit(126);
         execl(QILIND, QILIND, "--set", listen_kv, "--set", data_kv, "--set",
-              "kylin.model.auto-segment-build.dispatcher-interval-ms=200", (char *)NULL);
+              "kylin.model.auto-segment-build.dispatcher-interval-ms=200", "--set", store[0],
+              "--set", store[1], (char *)NULL);
         _exit(127);
     }
     cr_assert(S.pid > 0);
