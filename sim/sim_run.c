@@ -270,6 +270,14 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
     sim->log.now_arg = sim->clock;
     if (!rc) {
         ql_store_opts_t so = {.path = sim->dir, .map_size = 256ull << 20, .id_seed = SIM_ID_SEED};
+        char schema[32];
+        if (sim->opts.store_url && sim->opts.store_url[0]) {
+            const char *tail = strrchr(sim->dir, '-'); /* the XXXXXX mkdtemp made unique */
+            snprintf(schema, sizeof schema, "qilin_sim_%s", tail ? tail + 1 : "0");
+            so.url = sim->opts.store_url;
+            so.pg_schema = schema;
+            so.pg_drop_at_close = true;
+        }
         rc = ql_store_open(&so, &sim->store, &err);
     }
     if (!rc && (rc = sim_lock_new(sim->store, &sim->lock)))

@@ -367,8 +367,14 @@ static int collect_cb(const ql_segment_t *s, void *arg) {
     return 0;
 }
 
+/* A total order, so the list is the same on every backend: ties of (start, end) would
+ * otherwise keep each backend's own order (LMDB's layers, PostgreSQL's ids). */
 static bool seg_less(const ql_segment_t *a, const ql_segment_t *b) {
-    return a->start < b->start || (a->start == b->start && a->end < b->end);
+    if (a->start != b->start)
+        return a->start < b->start;
+    if (a->end != b->end)
+        return a->end < b->end;
+    return memcmp(a->id.b, b->id.b, 16) < 0;
 }
 
 int ql_segment_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,

@@ -653,6 +653,8 @@ static void pg_txn_abort(ql_txn_t *bt) {
 
 static void pg_close(ql_store_t *bs) {
     pg_store_t *s = pgs(bs);
+    if (s->drop_at_close && s->schema_ident)
+        pg_schema_drop(s);
     while (s->idle) {
         pg_conn_t *c = s->idle;
         s->idle = c->next;
@@ -679,6 +681,7 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
     pthread_cond_init(&s->pool_cond, NULL);
     s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
     s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
+    s->drop_at_close = opts->pg_drop_at_close;
     s->conninfo = strdup(opts->url);
     s->masked = pg_mask_password(opts->url);
     s->schema = strdup(opts->pg_schema && opts->pg_schema[0] ? opts->pg_schema : "qilin");

@@ -86,6 +86,7 @@ typedef struct pg_store {
     char *schema_ident; /* quoted */
     unsigned pool_size;
     int64_t lock_timeout_ms;
+    bool drop_at_close; /* opts.pg_drop_at_close */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cond;
     pg_conn_t *idle;
@@ -231,6 +232,8 @@ int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
 
 /* Creates or upgrades the schema at open, under an advisory lock (store_pg_schema.c). */
 int pg_schema_setup(pg_store_t *s, ql_err_t *err);
+/* Drops the schema with everything in it (ql_store_opts_t.pg_drop_at_close), best effort. */
+void pg_schema_drop(pg_store_t *s);
 /* A malloc'ed copy of url (conninfo or URL) with the password replaced by "***", or NULL. */
 char *pg_mask_password(const char *url);
 

@@ -142,3 +142,14 @@ out:
     pg_conn_close(c);
     return rc;
 }
+
+void pg_schema_drop(pg_store_t *s) {
+    pg_conn_t *c;
+    ql_err_t err = {0};
+    if (pg_conn_open(s, &c, &err))
+        return;
+    char sql[512], msg[256];
+    snprintf(sql, sizeof sql, "DROP SCHEMA IF EXISTS %s CASCADE", s->schema_ident);
+    exec_simple(c->c, sql, msg, sizeof msg);
+    pg_conn_close(c);
+}

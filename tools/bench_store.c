@@ -43,6 +43,7 @@ typedef struct {
     uint64_t tx_models;
     bool keep;
     bool phase[3];
+    const char *url; /* NULL: LMDB; else the PostgreSQL database of the stores */
 } opts_t;
 
 typedef struct {
@@ -74,7 +75,19 @@ static int open_store(const char *path, ql_store_t **out) {
 static int open_phase_store(const bench_t *b, const char *name, char *dir, size_t cap,
                             ql_store_t **out) {
     snprintf(dir, cap, "%s/%s", b->root, name);
-    return open_store(dir, out) ? 1 : 0;
+    if (!b->o.url)
+        return open_store(dir, out) ? 1 : 0;
+    /* A schema of its own per phase, named after the run's directory, dropped at close. */
+    char schema[64];
+    const char *tail = strrchr(b->root, '-');
+    snprintf(schema, sizeof schema, "qilin_bench_%s_%s", tail ? tail + 1 : "0", name);
+    ql_store_opts_t o = {
+        .path = dir, .url = b->o.url, .pg_schema = schema, .pg_drop_at_close = !b->o.keep};
+    ql_err_t err = {0};
+    int rc = ql_store_open(&o, out, &err);
+    if (rc)
+        fail("open", rc, err.msg);
+    return rc ? 1 : 0;
 }
 
 static const ql_step_spec_t steps[2] = {
@@ -514,6 +527,7 @@ static void usage(FILE *out, const char *name) {
     fprintf(out,
             "usage: %s [--dir DIR] [--models N] [--segments-per-model N] [--jobs N]\n"
             "       [--seconds S] [--tx-models N] [--queries N] [--only tx,overlap,open] [--keep]\n"
+            "       [--url URL]\n"
             "\n"
             "  --dir DIR               parent of the benchmark's stores (default /tmp); the\n"
             "                          full-size run needs about 6 GiB there\n"
@@ -524,7 +538,9 @@ static void usage(FILE *out, const char *name) {
             "  --tx-models N           models the submissions rotate over (default 1000)\n"
             "  --queries N             overlap queries (default 100000)\n"
             "  --only LIST             phases to run (default all)\n"
-            "  --keep                  keep the stores\n",
+            "  --keep                  keep the stores\n"
+            "  --url URL               run phases tx and overlap on the PostgreSQL database at\n"
+            "                          URL, each in a fresh schema (dropped unless --keep)\n",
             name);
 }
 
@@ -558,6 +574,8 @@ static int parse(int argc, char **argv, opts_t *o) {
             continue;
         } else if (!v) {
             ok = false;
+        } else if (!strcmp(a, "--url")) {
+            o->url = v;
         } else if (!strcmp(a, "--dir")) {
             o->parent = v;
         } else if (!strcmp(a, "--models")) {
@@ -598,6 +616,13 @@ static int parse(int argc, char **argv, opts_t *o) {
             return 2;
         }
         i++;
+    }
+    if (o->url && o->phase[2]) {
+        fprintf(stderr,
+                "%s: --url: the open phase measures LMDB's page cache; use --only "
+                "tx,overlap\n",
+                argv[0]);
+        return 2;
     }
     return 0;
 }

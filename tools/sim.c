@@ -13,8 +13,8 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: qilin sim [--trace] [--json] [--allow-shell] [--log LEVEL] FILE.yaml "
-            "[FILE.yaml ...]\n"
+            "usage: qilin sim [--trace] [--json] [--allow-shell] [--log LEVEL] [--store-url URL]\n"
+            "                 FILE.yaml [FILE.yaml ...]\n"
             "\n"
             "Replays each scenario on the real scheduler, dispatcher and store, on a virtual\n"
             "clock, in a fresh temporary store, and checks its expectations (docs/simulation.md).\n"
@@ -26,6 +26,9 @@ static void usage(FILE *out) {
             "                 sim_duration (without it, a scenario with a shell step is invalid)\n"
             "  --log LEVEL    write the engine's log lines (debug, info, warn, error) to stderr;\n"
             "                 they carry virtual time\n"
+            "  --store-url URL  run on a PostgreSQL store instead of LMDB: a fresh schema of\n"
+            "                 the database at URL (a postgresql:// URL or a libpq conninfo),\n"
+            "                 dropped after each file; the output is the same as on LMDB\n"
             "\n"
             "Exit status: 0 every expectation holds, 1 one failed (the file, step, expected and\n"
             "found are printed), 2 a file is invalid (file:line: reason).\n");
@@ -85,6 +88,10 @@ int ql_cmd_sim(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--allow-shell")) {
             opts.allow_shell = true;
+        } else if (!strcmp(a, "--store-url") && first + 1 < argc) {
+            opts.store_url = argv[++first];
+        } else if (!strncmp(a, "--store-url=", 12)) {
+            opts.store_url = a + 12;
         } else if (!strcmp(a, "--log") && first + 1 < argc) {
             if (ql_log_level_parse(argv[++first], &opts.log_level)) {
                 fprintf(stderr, "qilin sim: --log: '%s' is not debug, info, warn or error\n",

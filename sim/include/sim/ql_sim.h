@@ -63,6 +63,11 @@ typedef struct ql_sim_opts {
     FILE *log_out;    /* borrowed, NULL: no log lines; log lines carry virtual time */
     ql_log_level_t log_level;
     const char *tmp_dir; /* where the temporary store is made; NULL: $TMPDIR, else /tmp */
+    /* NULL: the store is LMDB, in the temporary directory. Otherwise a PostgreSQL URL or
+     * conninfo (borrowed): the store is a fresh schema there, named after the temporary
+     * directory (qilin_sim_XXXXXX), dropped when the simulation is freed. The output is the same
+     * on both backends (tests/sim/test_sim_differential.c). */
+    const char *store_url;
     /* Hooks for tests (each may be NULL; arg is hook_arg). before_scan and after_scan run
      * around every dispatcher scan (scan steps and the scans of run steps); on_decision gets
      * each decision of a scan (borrowed for the call). */

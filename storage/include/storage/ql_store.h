@@ -62,6 +62,8 @@ typedef struct ql_store_opts {
     const char *pg_schema;      /* NULL or "": "qilin" (created when missing) */
     unsigned pg_pool_size;      /* connections kept; 0: 6 */
     int64_t pg_lock_timeout_ms; /* a write's wait for another's lock; 0: 2000 */
+    bool pg_drop_at_close;      /* the schema is this store's alone (the simulator's): it is
+                                   dropped, with everything in it, when the store closes */
 } ql_store_opts_t;
 
 /* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store
@@ -162,7 +164,7 @@ int ql_segment_foreach(ql_txn_t *txn, const ql_id_t *model, ql_segment_cb cb, vo
  * layer; use ql_segment_overlapping() for one sorted list. */
 int ql_segment_foreach_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
                                    ql_segment_cb cb, void *arg);
-/* Collects overlapping segments sorted by (start, end) into out (cap entries, no extras). Sets
+/* Collects overlapping segments sorted by (start, end, id) into out (cap entries, no extras). Sets
  * *n to the number found; returns QL_ETOOBIG when more than cap overlap (the first cap are
  * returned). No allocation. */
 int ql_segment_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
