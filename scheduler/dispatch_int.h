@@ -106,6 +106,14 @@ struct ql_dispatcher {
     void *scan_done_arg;
     ql_timer_t timer;
     ql_dispatcher_stats_t stats;
+    /* one scan's overlap probe (dispatcher.c): what each model needs, the targets probed in one
+     * ql_probe_targets call, and per target its model's index and its probe's error */
+    uint8_t *scan_kind;
+    size_t cap_kind;
+    ql_probe_target_t *targets;
+    uint32_t *target_model;
+    int *target_rc;
+    size_t n_targets, cap_targets;
 };
 
 /* The decision kept for model id, or NULL. */

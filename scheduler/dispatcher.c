@@ -4,9 +4,11 @@
  *
  * Costs, for 100,000 models: the model list is decoded only when the metadata generation
  * changed; the time math runs once per distinct (zone, config, format) combination; a model
- * whose cycle is cached as complete costs two hash lookups; any other model costs one overlap
- * query (two B-tree seeks), plus a walk of its few non-final jobs when a NEW segment overlaps.
- * Segments are decoded into a fixed buffer: nothing is allocated per segment.
+ * whose cycle is cached as complete costs two hash lookups; every other model is one target of
+ * the scan's single ql_probe_targets call (on LMDB an overlap query, two B-tree seeks, plus a
+ * walk of its few non-final jobs when a NEW segment overlaps; on PostgreSQL a share of one query
+ * per 4,096 targets). The scan's buffers are kept from scan to scan: nothing is allocated per
+ * model or per segment.
  */
 #include "dispatch_cache.h"
 #include "dispatch_int.h"
@@ -174,22 +176,6 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
         scan_end(d);
 }
 
-typedef struct {
-    const ql_id_t *jobs; /* owning job id per NEW segment */
-    ql_dispatch_seg_t *segs;
-    size_t n;
-} owner_ctx_t;
-
-static int owner_cb(const ql_live_job_t *j, void *arg) {
-    owner_ctx_t *c = arg;
-    for (size_t i = 0; i < c->n; i++)
-        if (c->segs[i].status == QL_SEG_NEW && ql_id_eq(&c->jobs[i], &j->id)) {
-            c->segs[i].has_live_job = true;
-            c->segs[i].job_state = j->state;
-        }
-    return 0;
-}
-
 /* Why a BLOCKED cycle is blocked: the first overlapping NEW segment that stops it. */
 static void blocked_why(const ql_dispatch_seg_t *ds, size_t n, int64_t start, int64_t end,
                         char *why, size_t cap) {
@@ -210,79 +196,82 @@ static void blocked_why(const ql_dispatch_seg_t *ds, size_t n, int64_t start, in
     }
 }
 
-/* Classifies one model's cycle from the store; why (cap bytes) says why when BLOCKED. */
-static int evaluate(ql_txn_t *txn, const mentry_t *m, const combo_t *c, drec_t *r, char *why,
+/* Classifies one model's cycle from its probe answer (the segments overlapping the target and
+ * the live jobs that can own the NEW ones); why (cap bytes) says why when BLOCKED. */
+static int evaluate(const ql_probe_result_t *pr, const combo_t *c, drec_t *r, char *why,
                     size_t cap) {
-    ql_segment_t buf[SEG_BUF];
-    ql_segment_t *segs = buf;
-    size_t n;
-    int rc = ql_segment_overlapping(txn, &m->id, c->start, c->end, buf, SEG_BUF, &n);
-    if (rc == QL_ETOOBIG) {
-        /* Unusual (a target over more than 64 segments): take them all. */
-        segs = malloc(n * sizeof *segs);
-        if (!segs)
-            return UV_ENOMEM;
-        size_t n2;
-        rc = ql_segment_overlapping(txn, &m->id, c->start, c->end, segs, n, &n2);
-        n = n2;
-    }
-    if (rc) {
-        if (segs != buf)
-            free(segs);
-        return rc;
-    }
+    size_t n = pr->n_segs;
     ql_dispatch_seg_t dbuf[SEG_BUF];
-    ql_id_t jbuf[SEG_BUF];
+    dbuf[0] = (ql_dispatch_seg_t){0}; /* GCC cannot see that classify reads only n entries */
     ql_dispatch_seg_t *ds = n <= SEG_BUF ? dbuf : malloc(n * sizeof *ds);
-    ql_id_t *jobs = n <= SEG_BUF ? jbuf : malloc(n * sizeof *jobs);
-    bool any_new = false;
-    int64_t new_lo = 0, new_hi = 0;
-    if (!ds || !jobs) {
-        rc = UV_ENOMEM;
-        goto out;
-    }
+    if (!ds)
+        return UV_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        ds[i].id = segs[i].id;
-        ds[i].start = segs[i].start;
-        ds[i].end = segs[i].end;
-        ds[i].status = segs[i].status;
+        const ql_segment_t *s = &pr->segs[i];
+        ds[i].id = s->id;
+        ds[i].start = s->start;
+        ds[i].end = s->end;
+        ds[i].status = s->status;
         ds[i].has_live_job = false;
         ds[i].job_state = QL_READY;
-        jobs[i] = segs[i].job;
-        if (segs[i].status == QL_SEG_NEW) {
-            new_lo = any_new && new_lo < segs[i].start ? new_lo : segs[i].start;
-            new_hi = any_new && new_hi > segs[i].end ? new_hi : segs[i].end;
-            any_new = true;
-        }
-    }
-    if (any_new) {
-        /* A NEW segment's job has the segment's range, so the live jobs over the NEW segments'
-         * span are all the owners there can be (not the model's other live jobs). */
-        owner_ctx_t oc = {.jobs = jobs, .segs = ds, .n = n};
-        if ((rc = ql_job_foreach_live_overlapping(txn, &m->id, new_lo, new_hi, owner_cb, &oc)))
-            goto out;
+        if (i < QL_DECISION_MAX_RELATED)
+            r->related[i] = s->id;
+        if (s->status != QL_SEG_NEW)
+            continue;
+        for (size_t k = 0; k < pr->n_jobs; k++)
+            if (ql_id_eq(&s->job, &pr->jobs[k].id)) {
+                ds[i].has_live_job = true;
+                ds[i].job_state = pr->jobs[k].state;
+            }
     }
     r->state = ql_dispatch_classify(c->start, c->end, ds, n);
     if (r->state == QL_CYCLE_BLOCKED)
         blocked_why(ds, n, c->start, c->end, why, cap);
     r->n_related = (uint32_t)n;
-    for (size_t i = 0; i < n && i < QL_DECISION_MAX_RELATED; i++)
-        r->related[i] = ds[i].id;
-out:
     if (ds != dbuf)
         free(ds);
-    if (jobs != jbuf)
-        free(jobs);
-    if (segs != buf)
-        free(segs);
+    return 0;
+}
+
+/* What a model needs in this scan (scan_kind). */
+enum { K_RECORD, K_PROBE };
+
+static int grow(void **p, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * size);
+    if (!q)
+        return UV_ENOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int scan_buffers(ql_dispatcher_t *d) {
+    size_t cap_t = d->cap_targets, cap_m = d->cap_targets, cap_r = d->cap_targets;
+    int rc = grow((void **)&d->scan_kind, &d->cap_kind, d->n_models, 1);
+    if (!rc)
+        rc = grow((void **)&d->targets, &cap_t, d->n_models, sizeof *d->targets);
+    if (!rc)
+        rc = grow((void **)&d->target_model, &cap_m, d->n_models, sizeof *d->target_model);
+    if (!rc)
+        rc = grow((void **)&d->target_rc, &cap_r, d->n_models, sizeof *d->target_rc);
+    if (!rc)
+        d->cap_targets = cap_t;
     return rc;
 }
 
-static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
-    int64_t mono = ql_clock_mono_ms(d->opts.clock);
+/* First pass: the decision fields every model gets, and the targets the store must answer (a
+ * model neither skipped nor cached as covered). Nothing is recorded yet. */
+static void scan_prepare(ql_dispatcher_t *d, int64_t now, int64_t mono) {
+    d->n_targets = 0;
     for (size_t i = 0; i < d->n_models; i++) {
         const mentry_t *m = &d->models[i];
         drec_t *r = &d->decisions[m->decision];
+        d->scan_kind[i] = K_RECORD;
         r->from_cache = false;
         r->job = (ql_id_t){0};
         r->reason = m->skip;
@@ -291,7 +280,6 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             r->occurrence = r->start = r->end = 0;
             r->n_related = 0;
             ql_dispatch_set_msg(r, m->skip_msg);
-            record(d, m, r, now);
             continue;
         }
         combo_t *c = &d->combos[m->combo];
@@ -304,7 +292,6 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             r->state = QL_CYCLE_SKIPPED;
             r->reason = c->rc == QL_EEMPTYRANGE ? QL_SKIP_EMPTY_RANGE : QL_SKIP_INVALID_CONFIG;
             ql_dispatch_set_msg(r, c->msg);
-            record(d, m, r, now);
             continue;
         }
         ql_cycle_key_t key = {
@@ -314,59 +301,106 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
             r->state = cached;
             r->from_cache = true;
             ql_dispatch_set_msg(r, NULL);
+            continue;
+        }
+        d->scan_kind[i] = K_PROBE;
+        d->targets[d->n_targets] =
+            (ql_probe_target_t){.model = m->id, .start = c->start, .end = c->end};
+        d->target_model[d->n_targets] = (uint32_t)i;
+        d->target_rc[d->n_targets] = QL_ETRANSIENT; /* until answered */
+        d->n_targets++;
+    }
+}
+
+static int probe_cb(const ql_probe_result_t *pr, void *arg) {
+    ql_dispatcher_t *d = arg;
+    const mentry_t *m = &d->models[d->target_model[pr->index]];
+    drec_t *r = &d->decisions[m->decision];
+    char why[QL_ID_STR_LEN + 64] = "";
+    int rc = evaluate(pr, &d->combos[m->combo], r, why, sizeof why);
+    d->target_rc[pr->index] = rc;
+    if (!rc)
+        ql_dispatch_set_msg(r, why);
+    return 0;
+}
+
+/* Submits a NO_OVERLAP cycle through the manual-build path. */
+static void submit_cycle(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now) {
+    const combo_t *c = &d->combos[m->combo];
+    if (d->opts.submit_fault && d->opts.submit_fault(d->opts.hook_arg)) {
+        r->state = QL_CYCLE_RETRYABLE_FAILURE;
+        ql_dispatch_set_msg(r, "the submission failed (injected transient failure)");
+        d->stats.submit_failures++;
+        record(d, m, r, now);
+        return;
+    }
+    pending_t *p = calloc(1, sizeof *p);
+    if (!p) {
+        r->state = QL_CYCLE_RETRYABLE_FAILURE;
+        ql_dispatch_set_msg(r, "out of memory");
+        record(d, m, r, now);
+        return;
+    }
+    p->d = d;
+    p->decision = m->decision;
+    p->op.kind = QL_SUBMIT_BUILD;
+    p->op.templates = d->opts.templates;
+    p->op.model = m->id;
+    p->op.start = c->start;
+    p->op.end = c->end;
+    p->op.priority = QL_PRIORITY_DEFAULT;
+    p->op.submitter = "System";
+    p->op.now = now;
+    p->op.fence = d->opts.fence;
+    r->evaluated_at = now;
+    d->pending++;
+    if (ql_writer_submit(d->opts.writer, ql_submit_fn, &p->op, submit_done)) {
+        d->pending--;
+        free(p);
+        r->state = QL_CYCLE_RETRYABLE_FAILURE;
+        ql_dispatch_set_msg(r, "the store is shutting down");
+        record(d, m, r, now);
+    }
+}
+
+/* The scan: prepare every model, answer all targets with one ql_probe_targets call, then record
+ * (and submit) model by model in list order, as the decisions were always made. */
+static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
+    int64_t mono = ql_clock_mono_ms(d->opts.clock);
+    int rc = scan_buffers(d);
+    if (rc) {
+        ql_log(d->opts.log, QL_LOG_ERROR, "dispatcher", "scan failed: %s", ql_strerror(rc));
+        return;
+    }
+    scan_prepare(d, now, mono);
+    rc = ql_probe_targets(txn, d->n_targets, d->targets, probe_cb, d);
+    for (size_t t = 0; t < d->n_targets && rc; t++)
+        if (d->target_rc[t] == QL_ETRANSIENT) /* not answered: the probe failed first */
+            d->target_rc[t] = rc;
+    size_t t = 0;
+    for (size_t i = 0; i < d->n_models; i++) {
+        const mentry_t *m = &d->models[i];
+        drec_t *r = &d->decisions[m->decision];
+        if (d->scan_kind[i] == K_RECORD) {
             record(d, m, r, now);
             continue;
         }
-        char why[QL_ID_STR_LEN + 64] = "";
-        int rc = evaluate(txn, m, c, r, why, sizeof why);
-        if (rc) {
+        const combo_t *c = &d->combos[m->combo];
+        if ((rc = d->target_rc[t++])) {
             r->state = QL_CYCLE_RETRYABLE_FAILURE;
             ql_dispatch_set_msg(r, ql_strerror(rc));
             record(d, m, r, now);
             continue;
         }
-        ql_dispatch_set_msg(r, why);
+        ql_cycle_key_t key = {
+            .model = m->id, .occurrence = c->occurrence, .start = c->start, .end = c->end};
         if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
             ql_cycle_cache_put(d->cache, &key, r->state, mono);
         if (r->state != QL_CYCLE_NO_OVERLAP) {
             record(d, m, r, now);
             continue;
         }
-        /* NO_OVERLAP: submit through the manual-build path. */
-        if (d->opts.submit_fault && d->opts.submit_fault(d->opts.hook_arg)) {
-            r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            ql_dispatch_set_msg(r, "the submission failed (injected transient failure)");
-            d->stats.submit_failures++;
-            record(d, m, r, now);
-            continue;
-        }
-        pending_t *p = calloc(1, sizeof *p);
-        if (!p) {
-            r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            ql_dispatch_set_msg(r, "out of memory");
-            record(d, m, r, now);
-            continue;
-        }
-        p->d = d;
-        p->decision = m->decision;
-        p->op.kind = QL_SUBMIT_BUILD;
-        p->op.templates = d->opts.templates;
-        p->op.model = m->id;
-        p->op.start = c->start;
-        p->op.end = c->end;
-        p->op.priority = QL_PRIORITY_DEFAULT;
-        p->op.submitter = "System";
-        p->op.now = now;
-        p->op.fence = d->opts.fence;
-        r->evaluated_at = now;
-        d->pending++;
-        if (ql_writer_submit(d->opts.writer, ql_submit_fn, &p->op, submit_done)) {
-            d->pending--;
-            free(p);
-            r->state = QL_CYCLE_RETRYABLE_FAILURE;
-            ql_dispatch_set_msg(r, "the store is shutting down");
-            record(d, m, r, now);
-        }
+        submit_cycle(d, m, r, now);
     }
 }
 
@@ -490,6 +524,10 @@ static void release(ql_dispatcher_t *d) {
     free(d->models);
     free(d->projects);
     free(d->combos);
+    free(d->scan_kind);
+    free(d->targets);
+    free(d->target_model);
+    free(d->target_rc);
     ql_cycle_cache_free(d->cache);
     ql_tzcache_free(d->tzcache);
     free(d);

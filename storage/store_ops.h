@@ -69,6 +69,9 @@ typedef struct store_ops {
     int (*job_foreach_live)(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
     int (*job_foreach_live_overlapping)(ql_txn_t *t, const ql_id_t *model, int64_t start,
                                         int64_t end, ql_live_job_cb cb, void *arg);
+    /* ql_probe_targets; store_probe_loop (store_probe.c) is the loop over the two ops above. */
+    int (*probe_targets)(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
+                         void *arg);
     int (*job_foreach_recent)(ql_txn_t *t, const char *project, bool oldest_first, ql_job_ref_cb cb,
                               void *arg);
     int (*job_count)(ql_txn_t *t, const char *project, uint32_t state_mask, uint64_t *out);
@@ -113,6 +116,10 @@ void store_txn_fini(ql_txn_t *t);
 msgpack_zone *ql_txn_zone(ql_txn_t *txn);
 /* Runs the commit hook after a successful top-level write commit. */
 void store_run_commit_hook(ql_txn_t *t);
+
+/* ql_probe_targets as a loop of per-model probes (LMDB's probe_targets). */
+int store_probe_loop(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
+                     void *arg);
 
 /* The backends' open functions; opts is checked by ql_store_open. */
 int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);

@@ -785,6 +785,7 @@ const store_ops_t ql_pg_ops = {
     .job_foreach_model = pg_job_foreach_model,
     .job_foreach_live = pg_job_foreach_live,
     .job_foreach_live_overlapping = pg_job_foreach_live_overlapping,
+    .probe_targets = pg_probe_targets,
     .job_foreach_recent = pg_job_foreach_recent,
     .job_count = pg_job_count,
     .step_get = pg_step_get,

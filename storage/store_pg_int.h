@@ -228,6 +228,9 @@ int pg_step_put(ql_txn_t *t, const ql_step_t *s);
 int pg_step_foreach(ql_txn_t *t, const ql_id_t *job, ql_step_cb cb, void *arg);
 int pg_output_get(ql_txn_t *t, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
 int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+/* ql_probe_targets in one query per chunk of targets (store_pg_probe.c). */
+int pg_probe_targets(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
+                     void *arg);
 int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
 
 /* Creates or upgrades the schema at open, under an advisory lock (store_pg_schema.c). */

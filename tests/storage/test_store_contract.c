@@ -539,3 +539,247 @@ Test(contract, a_read_only_transaction_refuses_writes) {
     cr_assert_eq(ql_txn_begin_nested(t, &n), QL_EINVAL);
     ql_txn_abort(t);
 }
+
+/* ---- ql_probe_targets: the answers of the per-model probes, many targets at once ---- */
+
+#define PROBE_MAX 16
+
+typedef struct {
+    size_t index, n_segs, n_jobs;
+    ql_id_t segs[PROBE_MAX], jobs[PROBE_MAX];
+    int64_t seg_start[PROBE_MAX], seg_end[PROBE_MAX], job_start[PROBE_MAX];
+    ql_state_t job_state[PROBE_MAX];
+} probe_ans_t;
+
+typedef struct {
+    probe_ans_t *ans;
+    size_t n, cap;
+    int stop_after; /* > 0: return 7 from the stop_after-th call */
+} probe_log_t;
+
+static int probe_log_cb(const ql_probe_result_t *r, void *arg) {
+    probe_log_t *l = arg;
+    cr_assert_lt(l->n, l->cap);
+    cr_assert_leq(r->n_segs, PROBE_MAX);
+    cr_assert_leq(r->n_jobs, PROBE_MAX);
+    probe_ans_t *a = &l->ans[l->n++];
+    memset(a, 0, sizeof *a);
+    a->index = r->index;
+    a->n_segs = r->n_segs;
+    a->n_jobs = r->n_jobs;
+    for (size_t i = 0; i < r->n_segs; i++) {
+        a->segs[i] = r->segs[i].id;
+        a->seg_start[i] = r->segs[i].start;
+        a->seg_end[i] = r->segs[i].end;
+    }
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        a->jobs[i] = r->jobs[i].id;
+        a->job_start[i] = r->jobs[i].start;
+        a->job_state[i] = r->jobs[i].state;
+    }
+    return l->stop_after > 0 && (int)l->n == l->stop_after ? 7 : 0;
+}
+
+static int ref_seg_cb(const ql_segment_t *s, void *arg) {
+    probe_ans_t *a = arg;
+    cr_assert_lt(a->n_segs, PROBE_MAX);
+    size_t j = a->n_segs++;
+    /* insert in (start, end, id) order */
+    while (j > 0 && (a->seg_start[j - 1] > s->start ||
+                     (a->seg_start[j - 1] == s->start &&
+                      (a->seg_end[j - 1] > s->end ||
+                       (a->seg_end[j - 1] == s->end &&
+                        memcmp(a->segs[j - 1].b, s->id.b, sizeof s->id.b) > 0))))) {
+        a->segs[j] = a->segs[j - 1];
+        a->seg_start[j] = a->seg_start[j - 1];
+        a->seg_end[j] = a->seg_end[j - 1];
+        j--;
+    }
+    a->segs[j] = s->id;
+    a->seg_start[j] = s->start;
+    a->seg_end[j] = s->end;
+    return 0;
+}
+
+static int ref_job_cb(const ql_live_job_t *j, void *arg) {
+    probe_ans_t *a = arg;
+    cr_assert_lt(a->n_jobs, PROBE_MAX);
+    a->jobs[a->n_jobs] = j->id;
+    a->job_start[a->n_jobs] = j->start;
+    a->job_state[a->n_jobs++] = j->state;
+    return 0;
+}
+
+/* What the per-model probes say about one target. */
+static void probe_reference(ql_txn_t *t, const ql_probe_target_t *tg, ql_segment_t *all,
+                            size_t n_all, probe_ans_t *a) {
+    memset(a, 0, sizeof *a);
+    cr_assert_eq(ql_segment_foreach_overlapping(t, &tg->model, tg->start, tg->end, ref_seg_cb, a),
+                 0);
+    bool any = false;
+    int64_t lo = 0, hi = 0;
+    for (size_t i = 0; i < a->n_segs; i++)
+        for (size_t k = 0; k < n_all; k++)
+            if (ql_id_eq(&all[k].id, &a->segs[i]) && all[k].status == QL_SEG_NEW) {
+                lo = any && lo < all[k].start ? lo : all[k].start;
+                hi = any && hi > all[k].end ? hi : all[k].end;
+                any = true;
+            }
+    if (any)
+        cr_assert_eq(ql_job_foreach_live_overlapping(t, &tg->model, lo, hi, ref_job_cb, a), 0);
+}
+
+static void assert_same_answer(const probe_ans_t *got, const probe_ans_t *want, size_t index) {
+    cr_assert_eq(got->index, index);
+    cr_assert_eq(got->n_segs, want->n_segs, "target %zu: %zu segments, want %zu", index,
+                 got->n_segs, want->n_segs);
+    cr_assert_eq(got->n_jobs, want->n_jobs, "target %zu: %zu jobs, want %zu", index, got->n_jobs,
+                 want->n_jobs);
+    for (size_t i = 0; i < got->n_segs; i++) {
+        cr_assert(ql_id_eq(&got->segs[i], &want->segs[i]), "target %zu segment %zu", index, i);
+        cr_assert_eq(got->seg_start[i], want->seg_start[i]);
+        cr_assert_eq(got->seg_end[i], want->seg_end[i]);
+    }
+    for (size_t i = 0; i < got->n_jobs; i++) {
+        cr_assert(ql_id_eq(&got->jobs[i], &want->jobs[i]), "target %zu job %zu", index, i);
+        cr_assert_eq(got->job_start[i], want->job_start[i]);
+        cr_assert_eq(got->job_state[i], want->job_state[i]);
+    }
+}
+
+typedef struct {
+    ql_model_t a, b, c;
+    ql_segment_t segs[6];
+    ql_job_t merge, build, done, other;
+} probe_fixture_t;
+
+/* Model a: three READY days and a merge's NEW segment over them (its job RUNNING), plus a live
+ * job elsewhere; model b: no segments; model c: one NEW segment of a READY job, and a final job
+ * over the same range. */
+static void probe_fixture(probe_fixture_t *f) {
+    f->a = setup_model("p", "a");
+    f->b = setup_model("p", "b");
+    f->c = setup_model("p", "c");
+    ql_txn_t *t = wbegin();
+    f->merge = make_job("p", &f->a.id, QL_RUNNING, 3, 10, 0, 300);
+    f->other = make_job("p", &f->a.id, QL_PAUSED, 3, 11, 1000, 1100);
+    f->build = make_job("p", &f->c.id, QL_READY, 3, 12, 500, 600);
+    f->done = make_job("p", &f->c.id, QL_SUCCEED, 3, 9, 500, 600);
+    cr_assert_eq(ql_job_put(t, &f->merge), 0);
+    cr_assert_eq(ql_job_put(t, &f->other), 0);
+    cr_assert_eq(ql_job_put(t, &f->build), 0);
+    cr_assert_eq(ql_job_put(t, &f->done), 0);
+    f->segs[0] = make_seg(&f->a.id, 0, 100, QL_SEG_READY);
+    f->segs[1] = make_seg(&f->a.id, 100, 200, QL_SEG_READY);
+    f->segs[2] = make_seg(&f->a.id, 200, 300, QL_SEG_READY);
+    f->segs[3] = make_seg(&f->a.id, 0, 300, QL_SEG_NEW);
+    f->segs[3].job = f->merge.id;
+    f->segs[4] = make_seg(&f->c.id, 500, 600, QL_SEG_NEW);
+    f->segs[4].job = f->build.id;
+    f->segs[5] = make_seg(&f->c.id, 400, 500, QL_SEG_READY);
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(ql_segment_put(t, &f->segs[i]), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
+
+static size_t probe_targets_of(const probe_fixture_t *f, ql_probe_target_t *tg) {
+    ql_id_t unknown;
+    ql_store_new_id(store, &unknown);
+    const ql_probe_target_t list[] = {
+        {f->a.id, 150, 250},  /* two READY days and the NEW merge: the merge job */
+        {f->a.id, 300, 400},  /* half-open: touches [200,300) and [0,300) only at 300 */
+        {f->a.id, 100, 200},  /* exactly one day, plus the merge */
+        {f->b.id, 0, 1000},   /* a model with no segments */
+        {f->a.id, 50, 50},    /* an empty target */
+        {f->a.id, 90, 80},    /* an inverted one */
+        {f->c.id, 550, 560},  /* the NEW build: the READY job only, not the final one */
+        {f->c.id, 400, 500},  /* READY only: no jobs asked */
+        {f->c.id, 0, 1000},   /* both of c */
+        {unknown, 0, 1000},   /* no such model */
+        {f->a.id, 1000, 1100} /* only the live job elsewhere, which is not asked for */
+    };
+    memcpy(tg, list, sizeof list);
+    return sizeof list / sizeof list[0];
+}
+
+static void check_probe(ql_txn_t *t, probe_fixture_t *f) {
+    ql_probe_target_t tg[16];
+    size_t n = probe_targets_of(f, tg);
+    probe_ans_t got[16], want[16];
+    probe_log_t log = {.ans = got, .cap = 16};
+    cr_assert_eq(ql_probe_targets(t, n, tg, probe_log_cb, &log), 0);
+    cr_assert_eq(log.n, n, "one answer per target, also the empty ones");
+    for (size_t i = 0; i < n; i++) {
+        probe_reference(t, &tg[i], f->segs, 6, &want[i]);
+        assert_same_answer(&got[i], &want[i], i);
+    }
+    /* The reference itself, so that the comparison cannot pass on two empty answers. */
+    cr_assert_eq(got[0].n_segs, 3);
+    cr_assert_eq(got[0].seg_start[0], 0);
+    cr_assert_eq(got[0].seg_end[0], 300);
+    cr_assert_eq(got[0].n_jobs, 1);
+    cr_assert(ql_id_eq(&got[0].jobs[0], &f->merge.id));
+    cr_assert_eq(got[0].job_state[0], QL_RUNNING);
+    cr_assert_eq(got[1].n_segs, 0);
+    cr_assert_eq(got[1].n_jobs, 0);
+    cr_assert_eq(got[2].n_segs, 2);
+    cr_assert_eq(got[3].n_segs, 0);
+    cr_assert_eq(got[4].n_segs + got[5].n_segs, 0);
+    cr_assert_eq(got[6].n_segs, 1);
+    cr_assert_eq(got[6].n_jobs, 1);
+    cr_assert(ql_id_eq(&got[6].jobs[0], &f->build.id));
+    cr_assert_eq(got[7].n_segs, 1);
+    cr_assert_eq(got[7].n_jobs, 0);
+    cr_assert_eq(got[8].n_segs, 2);
+    cr_assert_eq(got[8].seg_start[0], 400);
+    cr_assert_eq(got[9].n_segs, 0);
+    cr_assert_eq(got[10].n_segs + got[10].n_jobs, 0);
+}
+
+Test(contract, probe_targets_answers_as_the_per_model_probes) {
+    probe_fixture_t f;
+    probe_fixture(&f);
+    ql_txn_t *t = rbegin();
+    check_probe(t, &f);
+    ql_txn_abort(t);
+    t = wbegin(); /* a write transaction takes the model locks too */
+    check_probe(t, &f);
+    ql_txn_abort(t);
+}
+
+Test(contract, probe_targets_with_none_a_stop_and_many_chunks) {
+    probe_fixture_t f;
+    probe_fixture(&f);
+    ql_txn_t *t = rbegin();
+    probe_ans_t one[16];
+    probe_log_t log = {.ans = one, .cap = 16};
+    cr_assert_eq(ql_probe_targets(t, 0, NULL, probe_log_cb, &log), 0);
+    cr_assert_eq(log.n, 0, "N = 0: no callback");
+
+    ql_probe_target_t tg[16];
+    size_t n = probe_targets_of(&f, tg);
+    log = (probe_log_t){.ans = one, .cap = 16, .stop_after = 3};
+    cr_assert_eq(ql_probe_targets(t, n, tg, probe_log_cb, &log), 7, "the callback's stop");
+    cr_assert_eq(log.n, 3);
+
+    /* More targets than one PostgreSQL query takes (4,096): every answer still in order. */
+    size_t big = 9000;
+    ql_probe_target_t *many = malloc(big * sizeof *many);
+    probe_ans_t *ans = malloc(big * sizeof *ans);
+    probe_ans_t want[16];
+    cr_assert(many && ans);
+    for (size_t i = 0; i < n; i++)
+        probe_reference(t, &tg[i], f.segs, 6, &want[i]);
+    for (size_t i = 0; i < big; i++)
+        many[i] = tg[i % n];
+    log = (probe_log_t){.ans = ans, .cap = big};
+    cr_assert_eq(ql_probe_targets(t, big, many, probe_log_cb, &log), 0);
+    cr_assert_eq(log.n, big);
+    for (size_t i = 0; i < big; i++) {
+        probe_ans_t w = want[i % n];
+        assert_same_answer(&ans[i], &w, i);
+    }
+    free(many);
+    free(ans);
+    ql_txn_abort(t);
+}

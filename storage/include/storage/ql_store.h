@@ -200,6 +200,38 @@ int ql_job_foreach_live(ql_txn_t *txn, const ql_id_t *model, ql_live_job_cb cb, 
 int ql_job_foreach_live_overlapping(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg);
 
+/* ---- overlap probes of many targets at once (the dispatcher's scan) ---- */
+
+typedef struct ql_probe_target {
+    ql_id_t model;
+    int64_t start, end; /* half-open [start, end); empty when start >= end */
+} ql_probe_target_t;
+
+/* One target's answer. Both arrays are borrowed for the callback's duration. */
+typedef struct ql_probe_result {
+    size_t index; /* into targets[] */
+    /* The model's segments overlapping [start, end), by (start, end, id): what
+     * ql_segment_foreach_overlapping() gives, sorted. */
+    const ql_segment_t *segs;
+    size_t n_segs;
+    /* The model's live (non-final) ranged jobs overlapping the span of the NEW segments among
+     * segs, from their lowest start to their highest end, by range start: the jobs that can own
+     * those NEW segments (a NEW segment's job has the segment's range). None when no segment is
+     * NEW: ql_job_foreach_live_overlapping() over that span. */
+    const ql_live_job_t *jobs;
+    size_t n_jobs;
+} ql_probe_result_t;
+typedef int (*ql_probe_cb)(const ql_probe_result_t *r, void *arg);
+
+/* Answers n targets (n may be 0): cb runs once per target, in the order of targets[], also for
+ * a target that nothing overlaps. A non-zero return of cb stops the probe and is returned. The
+ * answers are those of the per-model probes in the same transaction; in a write transaction
+ * every target's model lock is taken as by those probes. LMDB runs the per-model probes in a
+ * loop; PostgreSQL answers thousands of targets per round trip (docs/postgresql.md), which is
+ * what makes a scan of 100,000 models possible there. */
+int ql_probe_targets(ql_txn_t *txn, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
+                     void *arg);
+
 /* Jobs of a project (NULL: of every project), most recently modified first (or oldest first
  * when oldest_first). The callback gets the id and state from the index; decode with
  * ql_job_get only what is shown. */
