@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 /* What ql_config_users gives when no users are configured: ADMIN, whose password the server
@@ -157,4 +158,24 @@ int ql_config_dump(const ql_config_t *cfg, FILE *out) {
         fprintf(out, "  # %s\n", src);
     }
     return ferror(out) ? UV_EIO : 0;
+}
+
+const char *ql_config_server_id(const ql_config_t *cfg, char *buf, size_t cap) {
+    const char *id = ql_config_get_str(cfg, "qilin.server.id");
+    if (id[0]) {
+        snprintf(buf, cap, "%s", id);
+        return buf;
+    }
+    char host[256] = "localhost";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    const char *lhost;
+    int port;
+    ql_config_get_address(cfg, "qilin.server.listen", &lhost, &port);
+    if (port == 0)
+        snprintf(buf, cap, "%s:pid-%ld", host, (long)getpid());
+    else
+        snprintf(buf, cap, "%s:%d", host, port);
+    return buf;
 }

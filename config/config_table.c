@@ -107,6 +107,17 @@ static bool check_server_name(const char *v) {
     return true;
 }
 
+/* A server id is written into logs, lock holders and step records: printable, no spaces. */
+static bool check_server_id(const char *v) {
+    size_t n = strlen(v);
+    if (n > 200)
+        return false;
+    for (const char *p = v; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-_:@", *p))
+            return false;
+    return true;
+}
+
 static const ql_config_option_t options[] = {
     /* server */
     {.key = "kylin.server.mode",
@@ -136,6 +147,15 @@ static const ql_config_option_t options[] = {
      .doc = "API users: a sequence of {name, password_hash, role}. Empty means ADMIN with a "
             "random password generated into <data>/admin.password, on loopback only (see "
             "Users)."},
+    {.key = "qilin.server.id",
+     .type = QL_CONFIG_STRING,
+     .def = "",
+     .doc = "This server's name among the servers sharing a store: recorded with the job engine "
+            "lock's holder and with every step it runs, so recovery and the step log know which "
+            "host a step ran on. Empty: `<hostname>:<port>` of `qilin.server.listen` "
+            "(`<hostname>:pid-<pid>` with port 0). Give each server a distinct one.",
+     .check = check_server_id,
+     .accepts = "empty, or 1 to 200 of A-Z a-z 0-9 . - _ : @"},
     {.key = "qilin.server.allowed-hosts",
      .type = QL_CONFIG_LIST,
      .def = "",

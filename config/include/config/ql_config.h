@@ -175,6 +175,10 @@ void ql_config_get_address(const ql_config_t *cfg, const char *key, const char *
 size_t ql_config_users(const ql_config_t *cfg, const ql_config_user_t **users);
 bool ql_config_default_user_in_use(const ql_config_t *cfg);
 
+/* qilin.server.id, or its default `<hostname>:<port>` (`<hostname>:pid-<pid>` when the listen
+ * port is 0), written into buf (cap bytes, truncated). Returns buf. */
+const char *ql_config_server_id(const ql_config_t *cfg, char *buf, size_t cap);
+
 /* kylin.server.mode: `all` or `job` runs the scheduler; `all` or `query` serves queries. */
 bool ql_config_serves_jobs(const ql_config_t *cfg);
 bool ql_config_serves_queries(const ql_config_t *cfg);
