@@ -140,7 +140,11 @@ int pg_sqlstate_err(const char *st) {
         return QL_EUNAVAILABLE;
     if (!strncmp(st, "22", 2) || !strcmp(st, "23514"))
         return QL_EINVAL; /* data exception, check violation: the caller's bad value */
-    return QL_ECORRUPT;
+    if (!strncmp(st, "53", 2))
+        return UV_ENOMEM; /* e.g. 53200: the lock table is full (max_locks_per_transaction) */
+    /* Anything else is the server's error, not a record that failed to decode: QL_ECORRUPT
+     * stays the codec's (docs/postgresql.md, Errors). */
+    return UV_EIO;
 }
 
 static int result_err(pg_txn_t *t, PGresult *r) {
