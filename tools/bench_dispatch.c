@@ -37,6 +37,7 @@
 /* 2026-09-01 02:00:00 UTC: the virtual "now" of every scan. */
 #define NOW_MS 1788199200000LL
 #define SEGS_PER_TXN 200000
+#define MODELS_PER_PG_TXN 2000
 
 static const char *const zones[] = {"UTC", "Asia/Shanghai", "America/New_York", "Europe/Berlin"};
 #define N_ZONES (sizeof zones / sizeof zones[0])
@@ -70,6 +71,7 @@ typedef struct {
     bool ordered_ids; /* model ids increasing in scan order, not random */
     uint64_t max_segments;
     uint64_t (*allocs)(void); /* NULL: not counted */
+    const char *url;          /* --url: a PostgreSQL store instead of LMDB */
 } opts_t;
 
 /* What a measuring child reports (shared memory). */
@@ -123,8 +125,20 @@ static int fail(const char *what, int rc, const char *msg) {
     return rc ? rc : 1;
 }
 
-static int open_store(const char *path, uint64_t map_gib, ql_store_t **out) {
-    ql_store_opts_t o = {.path = path, .map_size = map_gib << 30};
+/* With --url the store is a PostgreSQL schema named after the run's directory; the last open
+ * of a run (the measurement) drops it unless --keep. */
+static int open_store(const char *path, const opts_t *b, bool last, ql_store_t **out) {
+    ql_store_opts_t o = {.path = path, .map_size = b->map_gib << 30};
+    char schema[96];
+    if (b->url) {
+        const char *tail = strrchr(path, '/');
+        snprintf(schema, sizeof schema, "qilin_bench_dispatch_%ld_%s",
+                 (long)getppid() % 100000, /* in_child: one per run */
+                 tail ? tail + 1 : path);
+        o.url = b->url;
+        o.pg_schema = schema;
+        o.pg_drop_at_close = last && !b->keep;
+    }
     ql_err_t err = {0};
     int rc = ql_store_open(&o, out, &err);
     return rc ? fail("open", rc, err.msg) : 0;
@@ -210,12 +224,12 @@ static int build_store(const char *dir, const opts_t *o, result_t *res) {
             rc = combo_bounds(zones[z], (int)c, fmt, s, &bounds[(z * N_CONFIGS + c) * (s + 1)]);
     ql_datefmt_free(fmt);
     ql_store_t *store = NULL;
-    if (rc || (rc = open_store(dir, o->map_gib, &store))) {
+    if (rc || (rc = open_store(dir, o, false, &store))) {
         free(bounds);
         return rc;
     }
     ql_txn_t *t = NULL;
-    uint64_t in_txn = 0;
+    uint64_t in_txn = 0, in_models = 0;
     for (uint64_t p = 0; p < o->projects && !rc; p++) {
         if (!t && (rc = ql_txn_begin(store, true, &t)))
             break;
@@ -263,12 +277,17 @@ static int build_store(const char *dir, const opts_t *o, result_t *res) {
                 rc = ql_segment_put(t, &seg);
             }
             in_txn += s + 1;
+            in_models++;
         }
-        /* Large transactions, but bounded: LMDB keeps a transaction's dirty pages in memory. */
-        if (!rc && (in_txn >= SEGS_PER_TXN || p == o->projects - 1)) {
+        /* Large transactions, but bounded: LMDB keeps a transaction's dirty pages in memory;
+         * PostgreSQL holds an advisory lock per model written until the end (its lock table
+         * takes about 6,400 with the defaults: docs/postgresql.md, Errors). */
+        bool full = in_txn >= SEGS_PER_TXN || (o->url && in_models >= MODELS_PER_PG_TXN);
+        if (!rc && (full || p == o->projects - 1)) {
             rc = ql_txn_commit(t);
             t = NULL;
             in_txn = 0;
+            in_models = 0;
         }
     }
     if (t)
@@ -380,7 +399,7 @@ static int measure(const char *dir, const opts_t *o, result_t *res) {
     res->models = o->projects * o->models_per_project;
     res->covered_min = UINT64_MAX;
     ql_err_t err = {0};
-    int rc = open_store(dir, o->map_gib, &b.store);
+    int rc = open_store(dir, o, true, &b.store);
     if (rc)
         return rc;
     ql_writer_opts_t wo = {.manual = true};
@@ -541,7 +560,7 @@ static void usage(FILE *f, const char *name) {
     fprintf(f,
             "usage: %s [--projects P] [--models-per-project M] [--segments S] [--scans N]\n"
             "         [--table] [--no-main] [--max-segments N] [--dir DIR] [--keep]\n"
-            "         [--store DIR] [--map-gib N] [--ordered-ids]\n"
+            "         [--store DIR] [--map-gib N] [--ordered-ids] [--url URL]\n"
             "  defaults: 1000 projects x 100 models x 100 segments, 7 scans per figure,\n"
             "  --table: 1k/10k/100k models x 10/100/1000 segments (up to --max-segments,\n"
             "  default 20000000, in total)\n"
@@ -550,6 +569,7 @@ static void usage(FILE *f, const char *name) {
             "  --map-gib N: LMDB map size (default 1024; valgrind needs a small one, e.g. 8)\n"
             "  --ordered-ids: model ids increase in scan order (best case; default: random)\n"
             "  --dir DIR: parent of the stores (default /tmp); --keep: keep them\n"
+            "  --url URL: the store is a fresh schema of the PostgreSQL database at URL\n"
             "Allocations per scan are counted only by the standalone qilin-bench-dispatch.\n",
             name);
 }
@@ -581,6 +601,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
             return 0;
         } else if (!strcmp(a, "--dir") && v) {
             o->parent = v;
+            i++;
+        } else if (!strcmp(a, "--url") && v) {
+            o->url = v;
             i++;
         } else if (!strcmp(a, "--store") && v) {
             o->store_dir = v;
