@@ -339,6 +339,12 @@ static const ql_config_option_t options[] = {
      .max = HOUR_MS,
      .doc = "How long a PostgreSQL write waits for a row or model lock another server holds "
             "before the batch is retried in halves (then fails with QL-00023)."},
+    {.key = "qilin.storage.pg.require-sync-replication",
+     .type = QL_CONFIG_BOOL,
+     .def = "false",
+     .doc = "Refuse to start unless the PostgreSQL primary commits synchronously to a standby "
+            "(`synchronous_standby_names` set): with asynchronous replication, a failover can "
+            "lose commits the server already acknowledged (see docs/postgresql.md)."},
     /* HTTP and API */
     {.key = "qilin.http.max-body-bytes",
      .type = QL_CONFIG_SIZE,

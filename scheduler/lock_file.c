@@ -283,6 +283,7 @@ static void file_renew(ql_lock_t *base) {
 }
 
 static const ql_lock_ops_t file_ops = {
+    .kind = "file",
     .try_acquire = file_try_acquire,
     .still_held = file_still_held,
     .renew = file_renew,

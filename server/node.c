@@ -365,6 +365,8 @@ static int open_store(ql_node_t *n, ql_err_t *err) {
         .pg_schema = ql_config_get_str(n->cfg, "qilin.storage.pg.schema"),
         .pg_pool_size = (unsigned)ql_config_get_int(n->cfg, "qilin.storage.pg.pool-size"),
         .pg_lock_timeout_ms = ql_config_get_ms(n->cfg, "qilin.storage.pg.lock-timeout-ms"),
+        .pg_require_sync_replication =
+            ql_config_get_bool(n->cfg, "qilin.storage.pg.require-sync-replication"),
     };
     int rc = ql_store_open(&so, &n->store, err);
     if (rc)
@@ -383,6 +385,17 @@ static int open_store(ql_node_t *n, ql_err_t *err) {
                (unsigned long long)old_major, (unsigned long long)old_minor, QL_SCHEMA_MAJOR,
                QL_SCHEMA_MINOR, path);
     return 0;
+}
+
+/* The coordination guard (ql_node.h): this server coordinates as the store's other job
+ * servers do, or it does not start. */
+static int guard_coordination(ql_node_t *n, ql_err_t *err) {
+    char mine[256], id[256];
+    ql_node_coordination(n->cfg, n->lock->ops->kind ? n->lock->ops->kind : "custom", mine,
+                         sizeof mine);
+    ql_config_server_id(n->cfg, id, sizeof id);
+    return ql_node_guard_coordination(n->store, mine, id, ql_clock_now_ms(n->clock), n->opts.log,
+                                      err);
 }
 
 /* The writer in the mode the options ask for. */
@@ -485,6 +498,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
         }
         n->own_lock = true;
     }
+    if ((rc = guard_coordination(n, err)))
+        goto fail;
     ql_timer_init(n->clock, &n->lease_timer);
     n->lease_timer_init = true;
     ql_timer_init(n->clock, &n->lock_timer);

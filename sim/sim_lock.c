@@ -68,6 +68,7 @@ static void lock_free(ql_lock_t *lock) {
 }
 
 static const ql_lock_ops_t sim_lock_ops = {
+    .kind = "sim",
     .try_acquire = try_acquire,
     .still_held = still_held,
     .release = release,

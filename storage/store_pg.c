@@ -686,6 +686,7 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
     s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
     s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
     s->drop_at_close = opts->pg_drop_at_close;
+    s->require_sync = opts->pg_require_sync_replication;
     s->conninfo = strdup(opts->url);
     s->masked = pg_mask_password(opts->url);
     s->schema = strdup(opts->pg_schema && opts->pg_schema[0] ? opts->pg_schema : "qilin");

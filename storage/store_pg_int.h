@@ -87,6 +87,7 @@ typedef struct pg_store {
     unsigned pool_size;
     int64_t lock_timeout_ms;
     bool drop_at_close; /* opts.pg_drop_at_close */
+    bool require_sync;  /* opts.pg_require_sync_replication */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cond;
     pg_conn_t *idle;

@@ -54,6 +54,32 @@ static int exec_simple(PGconn *c, const char *sql, char *msg, size_t cap) {
     return rc;
 }
 
+/* qilin.storage.pg.require-sync-replication: every commit must reach a synchronous standby
+ * before it returns, or a failover could lose what Qilin acknowledged (a fencing claim among
+ * it). The settings are what the server applies to this session's commits. */
+static int check_sync_replication(pg_store_t *s, PGconn *c, ql_err_t *err) {
+    PGresult *r = PQexec(c, "SELECT current_setting('synchronous_standby_names'), "
+                            "current_setting('synchronous_commit')");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        PQclear(r);
+        return ql_err_set(err, QL_EUNAVAILABLE, "cannot read the replication settings of %s",
+                          s->masked);
+    }
+    const char *names = PQgetvalue(r, 0, 0), *commit = PQgetvalue(r, 0, 1);
+    bool sync = names[0] && strcmp(commit, "local") != 0 && strcmp(commit, "off") != 0;
+    int rc = 0;
+    if (!sync)
+        rc = ql_err_set(err, QL_EINVAL,
+                        "qilin.storage.pg.require-sync-replication: the database at %s does not "
+                        "commit synchronously to a standby (synchronous_standby_names='%s', "
+                        "synchronous_commit=%s): a failover to an asynchronous replica could lose "
+                        "commits Qilin acknowledged, fencing claims among them. Set "
+                        "synchronous_standby_names on the primary, or set this key to false",
+                        s->masked, names, commit);
+    PQclear(r);
+    return rc;
+}
+
 /* Creates the schema when missing, or checks its version, in one transaction under the schema
  * lock. The versions follow LMDB's rules: a newer major version is refused. */
 int pg_schema_setup(pg_store_t *s, ql_err_t *err) {
@@ -62,6 +88,8 @@ int pg_schema_setup(pg_store_t *s, ql_err_t *err) {
     if (rc)
         return rc;
     char msg[512] = "", sql[1024];
+    if (s->require_sync && (rc = check_sync_replication(s, c->c, err)))
+        goto out;
     snprintf(sql, sizeof sql,
              "BEGIN; SELECT pg_advisory_xact_lock(%lld); CREATE SCHEMA IF NOT EXISTS %s",
              (long long)SCHEMA_LOCK_KEY, s->schema_ident);

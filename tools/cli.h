@@ -11,6 +11,8 @@ int ql_cmd_sim(int argc, char **argv);
 int ql_cmd_fsck(int argc, char **argv);
 /* qilin store init|upgrade --url URL : a PostgreSQL store's schema (tools/cmd_store.c). */
 int ql_cmd_store(int argc, char **argv);
+/* qilin cluster reset-coordination ... : the coordination record (tools/cmd_cluster.c). */
+int ql_cmd_cluster(int argc, char **argv);
 /* qilin bench WHAT : the benchmarks (tools/bench*.c). */
 int ql_cmd_bench(int argc, char **argv);
 /* qilin passwd : a password hash for qilin.server.users (tools/cmd_passwd.c). */

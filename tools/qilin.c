@@ -20,6 +20,7 @@ static void usage(FILE *out) {
                  "  sim         replay scenarios on a virtual clock (the simulation harness)\n"
                  "  fsck        check a store's invariants\n"
                  "  store       create or upgrade a PostgreSQL store's schema\n"
+                 "  cluster     reset-coordination: forget how a store's servers coordinate\n"
                  "  bench       run the benchmarks\n"
                  "  passwd      hash a password for qilin.server.users\n"
                  "\n"
@@ -65,6 +66,8 @@ static int dispatch(int argc, char **argv) {
         return ql_cmd_fsck(argc - 1, argv + 1);
     if (!strcmp(cmd, "store"))
         return ql_cmd_store(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cluster"))
+        return ql_cmd_cluster(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return ql_cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "passwd"))

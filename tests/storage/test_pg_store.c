@@ -83,6 +83,29 @@ Test(pg, a_newer_schema_is_refused_and_left_alone) {
     cr_assert_not_null(strstr(err.msg, o.pg_schema), "names the schema: %s", err.msg);
 }
 
+/* The fixture's server replicates to nobody: a store that requires synchronous replication is
+ * refused, naming the key and the settings it read, and creates nothing. */
+Test(pg, require_sync_replication_refuses_a_database_without_a_synchronous_standby) {
+    ql_test_require_backend("pg");
+    ql_test_tmpdir(dir, sizeof dir, "ql_pg");
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    o.pg_require_sync_replication = true;
+    ql_store_t *s = NULL;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&o, &s, &err), QL_EINVAL, "%s", err.msg);
+    cr_assert_null(s);
+    cr_assert_not_null(strstr(err.msg, "qilin.storage.pg.require-sync-replication"), "%s", err.msg);
+    cr_assert_not_null(strstr(err.msg, "synchronous_standby_names=''"), "%s", err.msg);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_namespace WHERE nspname = '%s'",
+             o.pg_schema);
+    cr_assert_eq(scalar(sql), 0, "the refused open created its schema");
+    o.pg_require_sync_replication = false;
+    cr_assert_eq(ql_store_open(&o, &s, &err), 0, "%s", err.msg);
+    ql_store_close(s);
+}
+
 static ql_id_t make_model(ql_store_t *s) {
     ql_id_t id;
     ql_err_t err = {0};

@@ -30,6 +30,9 @@
 typedef struct ql_lock ql_lock_t;
 
 typedef struct ql_lock_ops {
+    /* What kind of lock this is, recorded by the coordination guard (ql_node.h): "file",
+     * "pg", "zk" or "sim". Servers of one store must use one kind. */
+    const char *kind;
     /* Tries once, without blocking. *acquired tells; when not, holder (cap bytes) says who
      * holds it, e.g. "pid 4242 on host db1 since 2026-09-01T10:00:00Z". */
     int (*try_acquire)(ql_lock_t *lock, bool *acquired, char *holder, size_t cap);

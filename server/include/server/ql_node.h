@@ -128,4 +128,18 @@ void ql_node_kick(ql_node_t *n);
 void ql_node_engine_opts(const ql_config_t *cfg, ql_sched_opts_t *sched,
                          ql_dispatcher_opts_t *disp);
 
+/* ---- the coordination guard (node_guard.c) ---- */
+
+/* How a job server with this configuration coordinates, as recorded in the store, e.g.
+ * "scheduler=0 lock=file" (written into buf, cap bytes). lock_kind is the lock's ops kind. */
+void ql_node_coordination(const ql_config_t *cfg, const char *lock_kind, char *buf, size_t cap);
+/* Records `mine` in the store if no job server has, else compares: a different record fails
+ * with QL_ECOORD and a message naming both. server_id and now_ms say who recorded it and when.
+ * One write transaction. */
+int ql_node_guard_coordination(ql_store_t *store, const char *mine, const char *server_id,
+                               int64_t now_ms, ql_log_t *log, ql_err_t *err);
+/* Clears the record (`qilin cluster reset-coordination`), copying the old one into old (cap
+ * bytes; empty when there was none). */
+int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, ql_err_t *err);
+
 #endif

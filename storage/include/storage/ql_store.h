@@ -64,6 +64,10 @@ typedef struct ql_store_opts {
     int64_t pg_lock_timeout_ms; /* a write's wait for another's lock; 0: 2000 */
     bool pg_drop_at_close;      /* the schema is this store's alone (the simulator's): it is
                                    dropped, with everything in it, when the store closes */
+    /* Refuse to open (QL_EINVAL) unless the database commits synchronously to a standby
+     * (synchronous_standby_names set, synchronous_commit not local or off): a failover to an
+     * asynchronous replica could lose acknowledged commits (docs/postgresql.md). */
+    bool pg_require_sync_replication;
 } ql_store_opts_t;
 
 /* Opens (creating if needed) the store. On failure *out is NULL and err says why, e.g. a store
