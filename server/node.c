@@ -262,7 +262,7 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
     if (n->stopping || n->demoting)
         return;
     int cleared = 0;
-    if (ql_store_clear_stale_readers(n->store, &cleared) == 0 && cleared > 0)
+    if (ql_store_maintain(n->store, &cleared) == 0 && cleared > 0)
         ql_log(n->opts.log, QL_LOG_WARN, "node",
                "freed the store's reader slots of dead processes count=%d reason=\"a process "
                "died inside a read transaction; its slot kept old pages from reuse\"",

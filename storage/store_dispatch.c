@@ -94,7 +94,7 @@ const char *ql_store_path(const ql_store_t *s) {
     return s->path;
 }
 
-int ql_store_clear_stale_readers(ql_store_t *s, int *cleared) {
+int ql_store_maintain(ql_store_t *s, int *cleared) {
     return s->ops->maintain(s, cleared);
 }
 

@@ -2,7 +2,7 @@
  * Reader slots of dead processes (docs/design/cluster.md, Shared metadata: the store is shared by
  * the processes of one host). A process killed inside a read transaction leaves its slot in LMDB's
  * reader table; while any other process keeps the store open nothing frees it, and its snapshot
- * keeps every page freed since from reuse. ql_store_clear_stale_readers frees such slots.
+ * keeps every page freed since from reuse. ql_store_maintain frees such slots.
  *
  * The child opens the store itself, begins a read transaction, says so through a pipe and
  * waits to be killed. It makes no Criterion call, and nothing before the fork does either
@@ -62,16 +62,16 @@ Test(stale_readers, the_slot_of_a_process_killed_in_a_read_transaction_is_freed)
     cr_assert_eq(ok, 'y', "the child could not open the store or begin its read");
 
     int cleared = -1;
-    cr_assert_eq(ql_store_clear_stale_readers(store, &cleared), 0);
+    cr_assert_eq(ql_store_maintain(store, &cleared), 0);
     cr_assert_eq(cleared, 0, "the child is alive: its slot is not stale");
 
     cr_assert_eq(kill(pid, SIGKILL), 0);
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    cr_assert_eq(ql_store_clear_stale_readers(store, &cleared), 0);
+    cr_assert_eq(ql_store_maintain(store, &cleared), 0);
     cr_assert_eq(cleared, 1, "the dead child's slot is freed");
-    cr_assert_eq(ql_store_clear_stale_readers(store, &cleared), 0);
+    cr_assert_eq(ql_store_maintain(store, &cleared), 0);
     cr_assert_eq(cleared, 0, "and only once");
     ql_store_close(store);
     ql_test_rm_tree(dir);

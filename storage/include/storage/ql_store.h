@@ -77,11 +77,13 @@ int ql_store_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
 void ql_store_close(ql_store_t *store);
 /* The data directory (borrowed, valid until close). */
 const char *ql_store_path(const ql_store_t *store);
-/* Frees the reader slots of processes that died inside a read transaction (SIGKILL, a crash).
- * A stale slot pins the pages of its snapshot, so while other processes keep the store open the
- * file would grow with every write. Called at open and by the server every second; *cleared
- * (may be NULL) gets how many slots were freed. Cheap: one pass over the reader table. */
-int ql_store_clear_stale_readers(ql_store_t *store, int *cleared);
+/* The backend's upkeep, called at open and by job servers every second; cheap. LMDB frees the
+ * reader slots of processes that died inside a read transaction (SIGKILL, a crash): a stale
+ * slot pins the pages of its snapshot, so while other processes keep the store open the file
+ * would grow with every write; one pass over the reader table. *cleared (may be NULL) gets how
+ * many slots were freed. PostgreSQL needs nothing here (*cleared = 0): its pool replaces a
+ * broken session when it hands it out. */
+int ql_store_maintain(ql_store_t *store, int *cleared);
 /* Whether this open upgraded the store from an older schema: true with the old version in
  * *major and *minor (for the caller to log), false for a store that was current. */
 bool ql_store_upgraded_from(const ql_store_t *store, uint64_t *major, uint64_t *minor);
