@@ -203,6 +203,7 @@ try_t;
 typedef struct hist {
     try_t tries[MAX_TRIES];
     int n;
+    int checked_upto; /* tries checked by check_earlier_gone */
     int overlaps;
     char overlap[256];
 } hist_t;
@@ -303,54 +304,133 @@ static const char hold_script[] =
     "echo \"start $$ $(uname -n)\" >> \"$D/steps.log\"\n"
     "wait\n";
 
-Test(crash_steps, sigkill_right_after_each_step_start_never_overlaps_two_tries, .timeout = 240,
-     .fini = remove_world) {
+/* ---- bystanders: processes the server must never kill ---- */
+
+#define N_SENTINELS 3
+
+typedef struct sentinel {
+    pid_t pid;
+    unsigned long long ticks;
+    const char *what;
+} sentinel_t;
+
+/* Starts `argv` as a child of this process (the subreaper; remove_world kills it) with env
+ * (NULL-terminated) added. No Criterion call in the child. */
+static void start_sentinel(sentinel_t *s, const char *what, bool new_session, const char *env) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (new_session)
+            setsid();
+        if (env)
+            putenv((char *)env);
+        int o = open("/dev/null", O_RDWR);
+        if (o >= 0) {
+            dup2(o, STDIN_FILENO);
+            dup2(o, STDOUT_FILENO);
+        }
+        execl("/bin/sleep", "sleep", "600", (char *)NULL);
+        _exit(127);
+    }
+    cr_assert_gt(pid, 0);
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    char exe[64], target[64] = "";
+    snprintf(exe, sizeof exe, "/proc/%d/exe", (int)pid);
+    /* Until it is sleep, not the fork of this test. */
+    while (readlink(exe, target, sizeof target - 1) <= 0 || !strstr(target, "sleep")) {
+        memset(target, 0, sizeof target);
+        cr_assert_lt(ql_test_mono_ms(), deadline, "the %s never started", what);
+        struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+    *s = (sentinel_t){.pid = pid, .ticks = proc_start(pid, NULL), .what = what};
+    cr_assert_gt(s->ticks, 0);
+}
+
+static void assert_sentinels_alive(const sentinel_t *s, int round) {
+    for (int i = 0; i < N_SENTINELS; i++)
+        cr_assert_eq(proc_start(s[i].pid, NULL), s[i].ticks,
+                     "round %d: the %s (pid %d) was killed; the server may kill only its steps' "
+                     "processes",
+                     round, s[i].what, (int)s[i].pid);
+}
+
+/* Polls the log until try `want` has started (and checks every earlier try is gone then), or
+ * until `until_ms` passes when it is not 0. Returns whether try `want` started. */
+static bool wait_try(hist_t *h, int want, int64_t until_ms, const char *round_what, int round) {
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+    for (;;) {
+        reap_all();
+        note_ends(h, h->n);
+        read_log(h);
+        /* A late start line of a killed server's try counts as a try too: each one seen must
+         * find every earlier one gone. */
+        while (h->checked_upto < h->n)
+            check_earlier_gone(h, h->checked_upto++);
+        if (h->n > want)
+            return true;
+        if (until_ms && ql_test_mono_ms() >= until_ms)
+            return false;
+        cr_assert_lt(ql_test_mono_ms(), deadline, "round %d: %s", round, round_what);
+        struct timespec tick = {0, 1000000};
+        nanosleep(&tick, NULL);
+    }
+}
+
+/*
+ * 50 rounds: a server starts, recovers the interrupted try and runs the step again, and is
+ * SIGKILLed at a random moment (QL_CRASH_SEED, printed, replays them): most rounds a random 0 to
+ * 40 ms after the try's start line (while its holders start up or hold), one in four at a random
+ * moment between the server's start and the try's expected start (during recovery, the marker's
+ * commit, the fork or the exec). Three bystanders of the server's user live through all of it:
+ * a session leader, a process in this test's group, and one carrying a step marker of a try that
+ * was never the server's. None may be killed.
+ */
+Test(crash_steps, sigkill_at_random_moments_around_step_starts_never_overlaps_two_tries,
+     .timeout = 300, .fini = remove_world) {
     cr_assert_eq(access(DRIVER, X_OK), 0, "%s is not built", DRIVER);
     cr_assert_eq(access("/usr/bin/flock", X_OK) == 0 || access("/bin/flock", X_OK) == 0, 1,
                  "the step needs flock(1)");
     make_world("crashsteps", hold_script, "");
+    unsigned seed =
+        getenv("QL_CRASH_SEED") ? (unsigned)atoi(getenv("QL_CRASH_SEED")) : (unsigned)time(NULL);
+    fprintf(stderr, "crash_steps: QL_CRASH_SEED=%u\n", seed);
+    srand(seed);
+    static sentinel_t sentinels[N_SENTINELS];
+    start_sentinel(&sentinels[0], "session leader", true, NULL);
+    start_sentinel(&sentinels[1], "process in the test's group", false, NULL);
+    start_sentinel(&sentinels[2], "process with a foreign step marker", true,
+                   "QILIN_STEP_TOKEN=0123456789abcdef0123456789abcdef");
     static hist_t h;
     memset(&h, 0, sizeof h);
-    int64_t t0 = ql_test_mono_ms();
+    int64_t t0 = ql_test_mono_ms(), start_ms = 50; /* server start -> try start, last seen */
+    int early = 0, early_before_start = 0;
     for (int round = 0; round < ROUNDS; round++) {
+        int want = h.n;
+        int64_t began = ql_test_mono_ms();
         pid_t d = start_driver(round);
-        int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
-        /* Until this round's try starts: the earlier ones must be gone by then. */
-        while (h.n <= round) {
-            reap_all();
-            note_ends(&h, round);
-            read_log(&h);
-            if (h.n > round)
-                break;
-            cr_assert_lt(ql_test_mono_ms(), deadline, "round %d: the step's next try never started",
-                         round);
-            struct timespec tick = {0, 1000000};
-            nanosleep(&tick, NULL);
+        if (round > 0 && rand() % 4 == 0) {
+            early++;
+            int64_t at = began + rand() % (start_ms + 1);
+            early_before_start += !wait_try(&h, want, at, "waiting to kill", round);
+        } else {
+            wait_try(&h, want, 0, "the step's next try never started", round);
+            start_ms = ql_test_mono_ms() - began;
+            int64_t kill_at = ql_test_mono_ms() + rand() % 41;
+            while (ql_test_mono_ms() < kill_at)
+                read_log(&h);
         }
-        check_earlier_gone(&h, round);
-        /* The kill: at once, or a little later (while the holders start up or hold). */
-        int64_t kill_at = ql_test_mono_ms() + (round % 5) * (round % 3) * 3;
-        while (ql_test_mono_ms() < kill_at)
-            read_log(&h);
         kill_driver(d);
+        assert_sentinels_alive(sentinels, round);
     }
     /* One more server recovers the last try; then nothing of any try may be left. */
     pid_t d = start_driver(ROUNDS);
-    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
-    while (h.n <= ROUNDS) {
-        reap_all();
-        note_ends(&h, ROUNDS);
-        read_log(&h);
-        cr_assert_lt(ql_test_mono_ms(), deadline, "the last try never started");
-        struct timespec tick = {0, 1000000};
-        nanosleep(&tick, NULL);
-    }
-    check_earlier_gone(&h, ROUNDS);
+    wait_try(&h, h.n, 0, "the last try never started", ROUNDS);
     stop_driver(d);
+    assert_sentinels_alive(sentinels, ROUNDS);
 
     /* The record of every try: one host, distinct live pids, each try gone before the next. */
     int with_children = 0;
-    for (int i = 0; i < ROUNDS; i++) {
+    for (int i = 0; i + 1 < h.n; i++) {
         const try_t *a = &h.tries[i], *b = &h.tries[i + 1];
         cr_assert_str_eq(a->host, h.tries[0].host);
         cr_assert_neq(a->pid, b->pid);
@@ -361,9 +441,14 @@ Test(crash_steps, sigkill_right_after_each_step_start_never_overlaps_two_tries, 
         cr_assert_leq(a->gone_by, b->checked, "try %d outlived the start of try %d", i, i + 1);
         with_children += a->n_children == 2;
     }
-    fprintf(stderr, "crash_steps: %d tries in %lld ms, %d of them seen with both holders started\n",
-            ROUNDS + 1, (long long)(ql_test_mono_ms() - t0), with_children);
-    cr_assert_gt(with_children, ROUNDS / 2, "most kills hit a try with both holders running");
+    fprintf(stderr,
+            "crash_steps: %d rounds, %d tries in %lld ms, %d tries seen with both holders "
+            "started; %d early kills, %d of them before the try's start line\n",
+            ROUNDS, h.n, (long long)(ql_test_mono_ms() - t0), with_children, early,
+            early_before_start);
+    cr_assert_geq(h.n, ROUNDS - early + 1, "every round that waited for its try had one");
+    cr_assert_gt(with_children, (ROUNDS - early) / 2,
+                 "most kills hit a try with both holders running");
 }
 
 /* ---- pid reuse ---- */
