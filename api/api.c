@@ -55,6 +55,19 @@ void ql_api_ok(ql_http_req_t *req, json_t *data, const char *msg) {
     free(text);
 }
 
+void ql_api_redirect(ql_http_req_t *req, const char *location, const char *msg) {
+    json_t *env = json_pack("{s:s, s:n, s:s}", "code", "000", "data", "msg", msg);
+    char *text = env ? json_dumps(env, JSON_COMPACT) : NULL;
+    json_decref(env);
+    if (!text || ql_http_add_header(req, "Location", location)) {
+        free(text);
+        ql_http_respond_error(req, 500, UV_ENOMEM, "cannot build the redirect to %s", location);
+        return;
+    }
+    ql_http_respond(req, 307, JSON_TYPE, text, strlen(text));
+    free(text);
+}
+
 void ql_api_fail(ql_http_req_t *req, int code, const char *fmt, ...) {
     char msg[512];
     va_list ap;
@@ -407,6 +420,7 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
     api->cfg = ql_node_config(opts->node);
     api->writes_allowed = ql_config_serves_jobs(api->cfg);
     api->page_size_max = ql_config_get_int(api->cfg, "qilin.api.page-size-max");
+    ql_config_server_id(api->cfg, api->server_id, sizeof api->server_id);
     const char *const *modes;
     size_t n_modes = ql_config_get_list(api->cfg, "kylin.server.mode", &modes);
     size_t off = 0;

@@ -37,6 +37,8 @@ struct ql_api {
     ql_api_hosts_t hosts; /* Host values accepted (listen address, allowed-hosts) */
     bool adhoc_commands;  /* qilin.adhoc.allow-commands: ad-hoc jobs may give shell steps */
     int64_t page_size_max;
+    /* qilin.server.id: a step another server ran has its full log there (GET .../output) */
+    char server_id[QL_STEP_SERVER_ID_MAX + 1];
     void (*close_done)(void *arg);
     void *close_arg;
     bool server_closed;
@@ -52,6 +54,9 @@ int ql_api_http_status(int code);
 /* Answers 200 with {"code":"000","data":DATA,"msg":MSG}; takes the reference on data (NULL is
  * JSON null); msg may be NULL (""). Consumes req. */
 void ql_api_ok(ql_http_req_t *req, json_t *data, const char *msg);
+/* Answers 307 Temporary Redirect to location (an absolute URL, borrowed) with the success
+ * envelope, data null and msg saying why. Consumes req. */
+void ql_api_redirect(ql_http_req_t *req, const char *location, const char *msg);
 /* Answers the error envelope with the status for code. Consumes req. */
 void ql_api_fail(ql_http_req_t *req, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

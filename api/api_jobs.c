@@ -524,11 +524,17 @@ static char *read_log_tail(ql_api_t *api, const char *job, const char *step) {
 }
 
 typedef struct {
+    ql_api_t *api;
     ql_http_req_t *req;
     const char *step_id;
     char *out; /* owned */
     size_t len;
     bool running;
+    /* the step's latest try ran on another server, which keeps its log (ql_step_host.h) */
+    bool elsewhere;
+    char canon[QL_ID_STR_LEN + 8]; /* the step id as the store formats it */
+    char server_id[QL_STEP_SERVER_ID_MAX + 1];
+    char server_addr[QL_STEP_SERVER_ADDR_MAX + 1];
 } output_t;
 
 static int output_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err) {
@@ -545,21 +551,62 @@ static int output_fn(ql_txn_t *txn, const ql_job_t *j, void *ctx, ql_err_t *err)
     if (rc)
         return rc;
     o->running = s.state == QL_RUNNING;
+    ql_step_host_t self = {.server_id = o->api->server_id,
+                           .spans_hosts = ql_store_spans_hosts(ql_txn_store(txn))};
+    o->elsewhere = ql_step_log_elsewhere(&s, &self);
+    ql_step_id_format(&j->id, seq, o->canon);
+    memcpy(o->server_id, s.server_id, sizeof o->server_id);
+    memcpy(o->server_addr, s.server_addr, sizeof o->server_addr);
     ql_step_free(&s);
     rc = ql_output_get(txn, &j->id, seq, &o->out, &o->len);
     return rc == QL_ENOTFOUND ? 0 : rc;
 }
 
+/*
+ * A running step's log is a file on the host that runs it (docs/rest.md): another server sends
+ * the client there, 307 to the same path on the address the step recorded, or answers 404
+ * naming that server when it recorded none.
+ */
+static void answer_elsewhere(ql_http_req_t *req, const output_t *o) {
+    if (!o->server_addr[0]) {
+        ql_api_fail(req, QL_ENOTFOUND,
+                    "step %s runs on server '%s', which keeps its log and recorded no API "
+                    "address: ask that server",
+                    o->canon, o->server_id);
+        return;
+    }
+    char job[QL_ID_STR_LEN + 1], msg[512];
+    memcpy(job, o->canon, QL_ID_STR_LEN);
+    job[QL_ID_STR_LEN] = '\0';
+    const char *query = ql_http_req_query_raw(req);
+    size_t cap = strlen(o->server_addr) + strlen(query) + 2 * sizeof o->canon + 64;
+    char *location = malloc(cap);
+    if (!location) {
+        ql_api_fail(req, UV_ENOMEM, "out of memory");
+        return;
+    }
+    snprintf(location, cap, "http://%s" QL_API_BASE "/jobs/%s/steps/%s/output%s%s", o->server_addr,
+             job, o->canon, query[0] ? "?" : "", query);
+    snprintf(msg, sizeof msg, "step %s runs on server '%s', which keeps its log", o->canon,
+             o->server_id);
+    ql_api_redirect(req, location, msg);
+    free(location);
+}
+
 static void h_output(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     const char *step_id = ql_http_req_param(req, "step_id");
-    output_t r = {.req = req, .step_id = step_id};
+    output_t r = {.api = api, .req = req, .step_id = step_id};
     if (!read_job(api, req, output_fn, &r)) {
         free(r.out);
         return;
     }
     char *out = r.out;
     size_t len = r.len;
+    if (!out && r.running && r.elsewhere) {
+        answer_elsewhere(req, &r);
+        return;
+    }
     if (!out && r.running) {
         char job[QL_ID_STR_LEN + 1];
         snprintf(job, sizeof job, "%s", ql_http_req_param(req, "job_id"));

@@ -179,3 +179,30 @@ const char *ql_config_server_id(const ql_config_t *cfg, char *buf, size_t cap) {
         snprintf(buf, cap, "%s:%d", host, port);
     return buf;
 }
+
+const char *ql_config_api_address(const ql_config_t *cfg, char *buf, size_t cap) {
+    const char *host;
+    int port;
+    ql_config_get_address(cfg, "qilin.server.listen", &host, &port);
+    buf[0] = '\0';
+    if (port == 0)
+        return buf; /* known only once bound: another server cannot be sent here */
+    char name[256] = "";
+    bool wildcard = !host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0;
+    if (!wildcard) {
+        snprintf(name, sizeof name, "%s", host);
+    } else {
+        /* A name the server's Host gate accepts (api_gate.c), else the machine's. */
+        const char *const *allowed;
+        if (ql_config_get_list(cfg, "qilin.server.allowed-hosts", &allowed) > 0)
+            snprintf(name, sizeof name, "%s", allowed[0]);
+        else if (gethostname(name, sizeof name) != 0)
+            name[0] = '\0';
+        name[sizeof name - 1] = '\0';
+    }
+    if (!name[0])
+        return buf;
+    bool v6 = strchr(name, ':') != NULL && name[0] != '[';
+    snprintf(buf, cap, "%s%s%s:%d", v6 ? "[" : "", name, v6 ? "]" : "", port);
+    return buf;
+}

@@ -186,6 +186,18 @@ static const ql_config_option_t options[] = {
             "that finds it older than this kills the master (stopped, traced or wedged) and "
             "takes over. Must exceed `qilin.storage.writer-stall-ms` (see Several servers in "
             "the user guide)."},
+    {.key = "qilin.cluster.takeover-grace-ms",
+     .type = QL_CONFIG_MS,
+     .def = "10000",
+     .min = 0,
+     .max = HOUR_MS,
+     .doc = "On a store shared by servers on several hosts (PostgreSQL): how long a new master "
+            "waits before it starts again a step that another server was running when it took "
+            "over. That server may only be paused or cut off, its step still running; by then "
+            "it has lost its lock session and stopped its steps. The default is about the time "
+            "PostgreSQL's keepalives take to end a dead lock session. 0: no wait. Steps this "
+            "server ran itself are killed at once and need none (see Several servers in the "
+            "user guide)."},
     /* scheduler */
     {.key = "kylin.job.scheduler.default",
      .type = QL_CONFIG_INT,

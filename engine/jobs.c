@@ -209,7 +209,7 @@ static int for_steps(ql_txn_t *txn, const ql_job_t *job, step_fn fn, void *arg, 
 }
 
 typedef struct recover_cb {
-    void (*on_step)(const ql_step_t *step, void *arg);
+    bool (*on_step)(const ql_step_t *step, void *arg);
     void *arg;
 } recover_cb_t;
 
@@ -218,10 +218,10 @@ static int step_running_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t
     const recover_cb_t *cb = arg;
     if (s->state != QL_RUNNING && s->state != QL_PENDING)
         return 0;
-    if (cb && cb->on_step)
-        cb->on_step(s, cb->arg);
-    /* Recovery (cb set) has swept the try before it commits; PAUSE (no cb) has not stopped it. */
-    return step_set_state(txn, s, QL_READY, now, cb == NULL, err);
+    bool keep = cb && cb->on_step && cb->on_step(s, cb->arg);
+    /* Recovery (cb set) has swept the try before it commits, unless the try is another host's
+     * (keep); PAUSE (no cb) has not stopped it. */
+    return step_set_state(txn, s, QL_READY, now, cb == NULL || keep, err);
 }
 
 static int step_first_error_to_ready(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now,
@@ -374,7 +374,7 @@ static int collect_ids(const ql_job_t *j, void *arg) {
     return 0;
 }
 
-int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_step)(const ql_step_t *step, void *arg),
+int ql_jobs_recover(ql_txn_t *txn, int64_t now, bool (*on_step)(const ql_step_t *step, void *arg),
                     void *arg, uint64_t *n, ql_err_t *err) {
     idlist_t l = {0};
     *n = 0;

@@ -75,6 +75,10 @@ size_t ql_pick_plan(const ql_pick_limits_t *lim, ql_pick_project_t *projects, si
             *v = QL_PICK_HAS_RUN;
             continue;
         }
+        if (c->in_grace) {
+            *v = QL_PICK_TAKEOVER_GRACE;
+            continue;
+        }
         int limit;
         ql_err_t why = {0};
         if (c->project >= n_projects ||
@@ -109,6 +113,8 @@ const char *ql_pick_verdict_name(ql_pick_verdict_t v) {
         return "LIMIT_INVALID";
     case QL_PICK_PROJECT_FULL:
         return "PROJECT_FULL";
+    case QL_PICK_TAKEOVER_GRACE:
+        return "TAKEOVER_GRACE";
     }
     return "?";
 }

@@ -12,6 +12,8 @@
  *                    that count against it and the candidates started before this one.
  *   3. HAS_RUN       the job has a run on this scheduler already (its pick is in flight, or its
  *                    previous try is still being stopped).
+ *   3b. TAKEOVER_GRACE recovery holds the job: its step was running on another server, which
+ *                    gets the takeover grace to stop it (sched_grace.c).
  *   4. LIMIT_INVALID the project's stored override of kylin.job.max-concurrent-jobs does not
  *                    parse with the server key's bounds: the limit it meant is unknown, so its
  *                    jobs wait (are held) rather than run unlimited.
@@ -36,6 +38,7 @@ typedef enum ql_pick_verdict {
     QL_PICK_HAS_RUN,
     QL_PICK_LIMIT_INVALID,
     QL_PICK_PROJECT_FULL,
+    QL_PICK_TAKEOVER_GRACE,
 } ql_pick_verdict_t;
 
 /* What the policy knows of the server: its limit and what counts against it. */
@@ -59,10 +62,11 @@ typedef struct ql_pick_cand {
     ql_id_t id;
     int priority; /* 0 (highest) .. 4 */
     int64_t create_time;
-    bool has_run; /* the job has a run on this scheduler */
-    /* its project: an index into the projects passed with it; ignored when has_run (the walk
-     * does not read the record of a job it runs already). An index out of range is treated as
-     * an invalid limit: the job waits. */
+    bool has_run;  /* the job has a run on this scheduler */
+    bool in_grace; /* a takeover grace holds the job (sched_grace.c) */
+    /* its project: an index into the projects passed with it; ignored when has_run or in_grace
+     * (the walk does not read the record of a job it cannot start). An index out of range is
+     * treated as an invalid limit: the job waits. */
     size_t project;
 } ql_pick_cand_t;
 

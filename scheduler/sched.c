@@ -19,9 +19,10 @@
  * Files. This one keeps the run bookkeeping, the writer plumbing, fencing, batches and the
  * lifecycle; the pick and the fetcher are in sched_pick.c (the fetcher's decisions in the pure
  * pick_policy.c), running a step and its end in sched_step.c, actions, jobs moved by another
- * process and recovery in sched_actions.c and held step ends in sched_hold.c. They share
- * sched_int.h. Shell steps (sched_shell.c) do not: they see only sched_shell.h, a try in and its
- * end out through a callback, so that no call goes from them back into the files above.
+ * process and recovery in sched_actions.c, held step ends in sched_hold.c and the takeover grace
+ * of recovered jobs in sched_grace.c. They share sched_int.h. Shell steps (sched_shell.c) do
+ * not: they see only sched_shell.h, a try in and its end out through a callback, so that no
+ * call goes from them back into the files above.
  */
 #include "config/ql_config.h"
 #include "sched_int.h"
@@ -298,7 +299,15 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     ql_timer_init(opts->clock, &s->finish_timer);
     ql_timer_init(opts->clock, &s->grace_timer);
     ql_timer_init(opts->clock, &s->hold_timer);
+    ql_timer_init(opts->clock, &s->takeover_timer);
     s->held_tail = &s->held;
+    /* Unreadable (no /proc): "" records no boot id, and a recorded one is never judged older. */
+    if (ql_proc_boot_id(s->boot_id))
+        s->boot_id[0] = '\0';
+    s->self = (ql_step_host_t){.server_id = s->opts.server_id,
+                               .boot_id = s->boot_id,
+                               .spans_hosts = s->opts.spans_hosts ||
+                                              (opts->store && ql_store_spans_hosts(opts->store))};
     *out = s;
     return 0;
 }
@@ -482,6 +491,7 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*d
 static void sched_release(ql_sched_t *s) {
     if (--s->closing == 0) {
         free(s->finishing);
+        ql_sched_grace_clear(s);
         free(s->buckets);
         ql_submit_cache_free(s->formats);
         ql_tzcache_free(s->zones);
@@ -504,9 +514,9 @@ static void run_timer_freed(ql_timer_t *t) {
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    /* Timers of the real clock close asynchronously: s is freed once its six timers and the
+    /* Timers of the real clock close asynchronously: s is freed once its seven timers and the
      * timers of the runs freed below are closed. */
-    s->closing = 6;
+    s->closing = 7;
     /* Queued step ends go to the writer like every other mutation, with no pick. */
     s->fetching = false;
     ql_sched_flush_finishing(s);
@@ -530,9 +540,9 @@ void ql_sched_free(ql_sched_t *s) {
             run_release(r);
         }
     }
-    ql_timer_t *timers[] = {&s->poll_timer,   &s->kick_timer,  &s->flush_timer,
-                            &s->finish_timer, &s->grace_timer, &s->hold_timer};
-    for (int i = 0; i < 6; i++) {
+    ql_timer_t *timers[] = {&s->poll_timer,  &s->kick_timer, &s->flush_timer,   &s->finish_timer,
+                            &s->grace_timer, &s->hold_timer, &s->takeover_timer};
+    for (int i = 0; i < 7; i++) {
         ql_timer_stop(timers[i]);
         timers[i]->arg = s;
         ql_timer_close(timers[i], sched_timer_closed);

@@ -3,6 +3,7 @@
  * process moved (seen by watching the running jobs in the store), and recovery at start. Split
  * from sched.c, whose opening comment has the design; the state they share is in sched_int.h.
  */
+#include "base/ql_buf.h"
 #include "config/ql_config.h"
 #include "sched_int.h"
 #include "scheduler/ql_sched.h"
@@ -197,26 +198,70 @@ void ql_sched_watch_runs(ql_sched_t *s) {
  * and a crash before it leaves them RUNNING with their markers for the next start to sweep
  * (ql_proc.h, Markers). A recovery that cannot prove them gone fails, and with it the holding
  * (the node tries again later): a step running beside its own next try is the worse outcome.
+ *
+ * A try another server ran, or this one before the machine rebooted, is not this host's to kill
+ * (ql_step_host.h): it is left to its own host, logged, and its step goes back to READY all the
+ * same, keeping its marker and group for that host (a commit forgets a marker only once its
+ * processes are gone). The job of a RUNNING step another server ran is held for the takeover
+ * grace after the commit (sched_grace.c).
  */
+typedef struct {
+    ql_id_t job;
+    uint32_t seq;
+    char server[QL_STEP_SERVER_ID_MAX + 1];
+} foreign_t;
+
 typedef struct {
     ql_sched_t *s;
     uint64_t n;
     ql_proc_tokens_t *tokens;
     char boot_id[QL_PROC_BOOT_ID_LEN + 1];
-    unsigned groups, groups_left;
+    unsigned groups, groups_left, left_elsewhere;
+    foreign_t *foreign; /* RUNNING steps another server ran, for the grace */
+    size_t n_foreign, cap_foreign;
     int rc; /* the first error collecting markers */
 } recover_t;
 
-static void recover_step(const ql_step_t *st, void *arg) {
+/* A try of another host: logged and, when it was running, noted for the grace. Returns true: the
+ * step keeps its marker and group (see above). */
+static bool leave_to_its_host(recover_t *r, const ql_step_t *st, ql_step_place_t place) {
+    char sid[QL_ID_STR_LEN + 8];
+    ql_step_id_format(&st->job, st->seq, sid);
+    r->left_elsewhere++;
+    ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+           "left the processes of an interrupted step alone step=%s server=%s pgid=%d "
+           "reason=\"%s\"",
+           sid, st->server_id, st->pgid, ql_step_place_name(place));
+    if (place != QL_STEP_PLACE_ELSEWHERE || st->state != QL_RUNNING)
+        return true;
+    int rc = QL_ARRAY_RESERVE(r->foreign, r->cap_foreign, r->n_foreign + 1, 8);
+    if (rc) {
+        if (!r->rc)
+            r->rc = rc;
+        return true;
+    }
+    foreign_t *f = &r->foreign[r->n_foreign++];
+    f->job = st->job;
+    f->seq = st->seq;
+    snprintf(f->server, sizeof f->server, "%s", st->server_id);
+    return true;
+}
+
+static bool recover_step(const ql_step_t *st, void *arg) {
     recover_t *r = arg;
     char sid[QL_ID_STR_LEN + 8];
+    ql_step_host_t self = r->s->self;
+    self.boot_id = r->boot_id;
+    ql_step_place_t place = ql_step_place(st, &self);
+    if (place != QL_STEP_PLACE_HERE)
+        return leave_to_its_host(r, st, place);
     if (st->token[0]) {
         int rc = ql_proc_tokens_add(r->tokens, st->token);
         if (rc && !r->rc)
             r->rc = rc;
     }
     if (st->pgid <= 0)
-        return;
+        return false;
     ql_proc_ident_t id = {.pgid = st->pgid, .start = st->pg_start};
     memcpy(id.boot_id, st->boot_id, sizeof id.boot_id);
     ql_proc_group_fate_t fate;
@@ -226,7 +271,7 @@ static void recover_step(const ql_step_t *st, void *arg) {
         r->groups++;
         ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
                "killed the process group of an interrupted step step=%s pgid=%d", sid, st->pgid);
-        return;
+        return false;
     }
     r->groups_left++;
     /* A group whose leader died with the server is the usual case, counted in the summary; a
@@ -236,13 +281,15 @@ static void recover_step(const ql_step_t *st, void *arg) {
                "left the recorded process group of an interrupted step alone step=%s pgid=%d "
                "reason=\"%s\"",
                sid, st->pgid, rc ? ql_strerror(rc) : ql_proc_group_fate_name(fate));
+    return false;
 }
 
 static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     recover_t *r = arg;
     /* This may run again (see ql_writer.h): start from nothing. */
     r->n = 0;
-    r->groups = r->groups_left = 0;
+    r->groups = r->groups_left = r->left_elsewhere = 0;
+    r->n_foreign = 0;
     r->rc = 0;
     ql_proc_tokens_free(r->tokens);
     r->tokens = NULL;
@@ -260,9 +307,10 @@ static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         return ql_err_set(err, r->rc, "cannot collect the markers of interrupted steps: %s",
                           ql_strerror(r->rc));
     if (!ql_proc_tokens_count(r->tokens)) {
-        if (r->groups_left)
+        if (r->groups_left || r->left_elsewhere)
             ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
-                   "interrupted steps: groups_killed=%u groups_left=%u", r->groups, r->groups_left);
+                   "interrupted steps: groups_killed=%u groups_left=%u left_to_their_host=%u",
+                   r->groups, r->groups_left, r->left_elsewhere);
         return 0;
     }
     ql_proc_sweep_t sw;
@@ -273,10 +321,28 @@ static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
                           ql_proc_tokens_count(r->tokens), ql_strerror(rc));
     ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
            "swept the processes of interrupted steps steps=%zu killed=%u scans=%u examined=%u "
-           "unreadable=%u groups_killed=%u groups_left=%u",
+           "unreadable=%u groups_killed=%u groups_left=%u left_to_their_host=%u",
            ql_proc_tokens_count(r->tokens), sw.killed, sw.scans, sw.examined, sw.unreadable,
-           r->groups, r->groups_left);
+           r->groups, r->groups_left, r->left_elsewhere);
     return 0;
+}
+
+/* After the commit: the jobs whose step another server was running wait the grace. */
+static void hold_foreign(ql_sched_t *s, const recover_t *r) {
+    int64_t grace = s->opts.takeover_grace_ms, now = ql_clock_now_ms(s->opts.clock);
+    for (size_t i = 0; i < r->n_foreign; i++) {
+        const foreign_t *f = &r->foreign[i];
+        if (grace > 0) {
+            ql_sched_grace_hold(s, &f->job, f->seq, f->server, now + grace);
+            continue;
+        }
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&f->job, id);
+        ql_log(s->opts.log, QL_LOG_WARN, "scheduler",
+               "job not held: its step was running on another server step=%02u job=%s server=%s "
+               "reason=\"qilin.cluster.takeover-grace-ms is 0\"",
+               f->seq, id, f->server);
+    }
 }
 
 int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
@@ -289,8 +355,10 @@ int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
                    "recovered interrupted jobs count=%llu reason=\"found RUNNING or PENDING at "
                    "startup\"",
                    (unsigned long long)r.n);
+        hold_foreign(s, &r);
         if (recovered)
             *recovered = r.n;
     }
+    free(r.foreign);
     return rc;
 }

@@ -121,6 +121,16 @@ struct ql_sched {
     ql_tzcache_t *zones;
     ql_submit_cache_t *formats;
     ql_shell_env_t shell_env; /* what shell steps read of s (sched_shell.h) */
+    /* who "this host" is for recorded steps (ql_step_host.h): opts.server_id, the boot id read
+     * once at ql_sched_new, and whether the store spans hosts; immutable after ql_sched_new, so
+     * the writer thread's mutations read it too */
+    char boot_id[QL_PROC_BOOT_ID_LEN + 1];
+    ql_step_host_t self;
+    /* the takeover grace (sched_grace.c): jobs whose next try waits for a try another server
+     * may still run, each until a time of the clock; the timer releases them */
+    struct sched_grace *grace;
+    size_t n_grace, cap_grace;
+    ql_timer_t takeover_timer;
 };
 
 /* One run's mutation in a batch (sched.c, "batches"): several runs' mutations in one. */
@@ -191,6 +201,17 @@ int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb d
 void ql_sched_step_completed(run_t *r);
 void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason);
 void ql_sched_check_stopped(ql_sched_t *s);
+
+/* sched_grace.c: the takeover grace (qilin.cluster.takeover-grace-ms). */
+/* Holds job (its step seq ran on server, another host's) until `until` on s's clock: the
+ * fetcher does not pick it before. Logged with the reason. Returns 0 or UV_ENOMEM (the job is
+ * then not held, and that is logged too). */
+int ql_sched_grace_hold(ql_sched_t *s, const ql_id_t *job, uint32_t seq, const char *server,
+                        int64_t until);
+/* Whether job is held now (its time has not come). */
+bool ql_sched_grace_holds(const ql_sched_t *s, const ql_id_t *job);
+/* Forgets every hold (the scheduler is freed). */
+void ql_sched_grace_clear(ql_sched_t *s);
 
 /* sched_hold.c. Every answer to a FINISHING run's mutation comes here first. When the write
  * failed because the store could not take it (ql_writer_store_error) and the scheduler is not

@@ -21,12 +21,27 @@
  * died in between left its processes running (ql_jobs.h, ql_job_apply_action). They are swept
  * before the next try's marker is committed: one pass over /proc, on the writer thread inside
  * the transaction, as recovery does. Only that rare path pays: a try that ended on its own,
- * recovery and shutdown forget the marker once the processes are gone. Returns 0 (the marker
- * is cleared from st) or an error with err set; st is then unchanged.
+ * recovery and shutdown forget the marker once the processes are gone. A try another server
+ * ran (or this one in an earlier boot) is not this host's to sweep (ql_step_host.h): it is left
+ * to its own host, and its group number, which names nothing here, is forgotten with it.
+ * Returns 0 (the marker is cleared from st) or an error with err set; st is then unchanged.
  */
 static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
     if (!st->token[0])
         return 0;
+    char sid[QL_ID_STR_LEN + 8];
+    ql_step_id_format(&st->job, st->seq, sid);
+    ql_step_place_t place = ql_step_place(st, &s->self);
+    if (place != QL_STEP_PLACE_HERE) {
+        ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+               "left the previous try of a step alone before its next try step=%s server=%s "
+               "reason=\"%s\"",
+               sid, st->server_id, ql_step_place_name(place));
+        st->token[0] = '\0';
+        st->pgid = 0;
+        st->pg_start = 0;
+        return 0;
+    }
     ql_proc_tokens_t *set;
     int rc = ql_proc_tokens_new(&set);
     if (rc)
@@ -35,8 +50,6 @@ static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
     if (!(rc = ql_proc_tokens_add(set, st->token)))
         rc = ql_proc_kill_tokens(set, &sw);
     ql_proc_tokens_free(set);
-    char sid[QL_ID_STR_LEN + 8];
-    ql_step_id_format(&st->job, st->seq, sid);
     if (rc)
         return ql_err_set(err, rc,
                           "step %s: cannot make sure its previous try's processes are gone: %s",
@@ -50,20 +63,27 @@ static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
 }
 
 /* Copies the def of step st (read by the caller, updated in place) into the run and marks it
- * RUNNING (one more attempt). A shell step's try gets its marker here, in the transaction that
- * makes it RUNNING, so that it is durable before the process exists (ql_proc.h, Markers); a
- * mutation run again draws a new one, and the run keeps the one that was committed. Simulated
- * steps start no process and get none. */
+ * RUNNING (one more attempt). A shell step's try gets its marker here, with the boot id, in the
+ * transaction that makes it RUNNING, so that both are durable before the process exists
+ * (ql_proc.h, Markers); a mutation run again draws a new one, and the run keeps the one that
+ * was committed. Simulated steps start no process and get none. Every try records the server
+ * that runs it and that server's API address (ql_step_host.h): its processes and its log are
+ * on that host. */
 int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err) {
-    int rc = sweep_previous_try(r->s, st, err);
+    ql_sched_t *s = r->s;
+    int rc = sweep_previous_try(s, st, err);
     if (rc)
         return rc;
     st->attempts++;
     st->retry_at = 0;
     st->token[0] = '\0';
-    if (!ql_clock_is_virtual(r->s->opts.clock) && strcmp(st->kind, "shell") == 0 &&
-        ql_proc_token_new(st->token))
-        return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
+    if (!ql_clock_is_virtual(s->opts.clock) && strcmp(st->kind, "shell") == 0) {
+        if (ql_proc_token_new(st->token))
+            return ql_err_set(err, UV_EIO, "cannot draw a random marker for the step");
+        memcpy(st->boot_id, s->boot_id, sizeof st->boot_id);
+    }
+    snprintf(st->server_id, sizeof st->server_id, "%s", s->opts.server_id);
+    snprintf(st->server_addr, sizeof st->server_addr, "%s", s->opts.server_addr);
     rc = ql_step_set_state(txn, st, QL_RUNNING, now, err);
     if (!rc) {
         free(r->def_bytes);
@@ -292,8 +312,8 @@ typedef struct {
     int room;           /* what the policy's room was when the chunk began */
     batch_ent_t *batch; /* the picks of this pass, appended to what the caller submits */
     size_t n_batch;
-    /* the chunk: candidates in index order, n_open of them without a run; cap holds room of
-     * them and every job that has a run */
+    /* the chunk: candidates in index order, n_open of them without a run or a grace; cap
+     * holds room of them and every job that has a run or a grace */
     ql_pick_cand_t *cands;
     ql_pick_decision_t *plan;
     size_t n_cands, n_open, cap;
@@ -388,9 +408,11 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
     fetch_ctx_t *c = arg;
     ql_pick_cand_t *cand = &c->cands[c->n_cands];
     *cand = (ql_pick_cand_t){.id = *id, .priority = priority, .create_time = create_time};
-    /* In flight, or its previous try is still being stopped: the policy needs no project. */
+    /* In flight, or its previous try is still being stopped, or held for the takeover grace:
+     * the policy needs no project. */
     cand->has_run = ql_sched_find_run(c->s, id) != NULL;
-    if (!cand->has_run) {
+    cand->in_grace = !cand->has_run && ql_sched_grace_holds(c->s, id);
+    if (!cand->has_run && !cand->in_grace) {
         ql_job_t job;
         if (ql_job_get(c->txn, id, 0, &job))
             return 0; /* not a candidate: a later pass sees it again */
@@ -423,7 +445,7 @@ void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
     c->s = s;
     c->room = room;
     c->batch = ents + *n;
-    c->cap = (size_t)room + s->n_runs;
+    c->cap = (size_t)room + s->n_runs + s->n_grace;
     c->cands = malloc(c->cap * sizeof *c->cands);
     c->plan = malloc(c->cap * sizeof *c->plan);
     if (c->cands && c->plan && ql_txn_begin(s->opts.store, false, &c->txn) == 0) {

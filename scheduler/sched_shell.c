@@ -299,10 +299,13 @@ void ql_shell_spawn(ql_shell_try_t *t) {
         return;
     }
     step_params_clear(&sp);
-    /* One more entry: the marker, last so that it wins over a template's variable of that
-     * name (a step must not choose the token recovery finds it by). */
-    ql_proc_env_t *env = calloc(ex.n_env + 1, sizeof *env);
-    char **keys = calloc(ex.n_env + 1, sizeof *keys);
+    /* Two more entries: the fencing token of the holding that started the try, and the marker,
+     * last so that they win over a template's variables of those names (a step must choose
+     * neither the token recovery finds it by nor the one its resources check). */
+    ql_proc_env_t *env = calloc(ex.n_env + 2, sizeof *env);
+    char **keys = calloc(ex.n_env + 2, sizeof *keys);
+    char fence[24];
+    snprintf(fence, sizeof fence, "%llu", (unsigned long long)o->fence);
     char log_path[4096];
     snprintf(log_path, sizeof log_path, "%s/%s/%s.log", o->log_dir ? o->log_dir : "logs",
              sp.p.v[P_JOB_ID], sp.p.v[P_STEP_ID]);
@@ -315,6 +318,11 @@ void ql_shell_spawn(ql_shell_try_t *t) {
         keys[n_env] = strndup(ex.envp[i], (size_t)(eq - ex.envp[i]));
         env[n_env].key = keys[n_env];
         env[n_env].value = eq + 1;
+        n_env++;
+    }
+    if (!rc) {
+        env[n_env].key = QL_SHELL_FENCE_ENV;
+        env[n_env].value = fence;
         n_env++;
     }
     if (!rc && t->token[0]) {
@@ -337,7 +345,7 @@ void ql_shell_spawn(ql_shell_try_t *t) {
         rc = ql_proc_spawn(ql_clock_loop(o->clock), &spec, proc_exited, t, &t->proc, &err);
     }
     for (size_t i = 0; i < n_env; i++)
-        free(keys[i]); /* the marker's key is static: its keys[] entry is NULL */
+        free(keys[i]); /* the last two keys are static: their keys[] entries are NULL */
     free(keys);
     free(env);
     ql_step_exec_free(&ex);

@@ -22,6 +22,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The fencing token of the job engine lock's holding that started a try, in every shell step's
+ * environment (decimal; "0" without a lock), for the step to check at its own resources
+ * (docs/job-templates.md, The processes of a step). */
+#define QL_SHELL_FENCE_ENV "QILIN_FENCE_TOKEN"
+
 /* What shell steps read of their scheduler: all borrowed, valid while the scheduler lives. */
 typedef struct ql_shell_env {
     const ql_sched_opts_t *opts; /* store, clock, log, log directory, process limits, fence */

@@ -14,6 +14,9 @@ void ql_node_engine_opts(const ql_config_t *cfg, ql_sched_opts_t *sched,
         sched->output_max = (size_t)ql_config_get_size(cfg, "kylin.job.execute-output.max-size");
         sched->kill_grace_ms = ql_config_get_ms(cfg, "qilin.step.kill-grace-ms");
         sched->default_timezone = tz;
+        ql_config_server_id(cfg, sched->server_id, sizeof sched->server_id);
+        ql_config_api_address(cfg, sched->server_addr, sizeof sched->server_addr);
+        sched->takeover_grace_ms = ql_config_get_ms(cfg, "qilin.cluster.takeover-grace-ms");
     }
     if (disp) {
         disp->interval_ms =

@@ -360,7 +360,9 @@ int ql_step_encode(const ql_step_t *s, ql_buf_t *out) {
     msgpack_packer pk;
     /* The markers only while a try runs: a million finished steps should not carry them. */
     bool marked = s->token[0] != '\0', grouped = s->pg_start != 0 || s->boot_id[0] != '\0';
-    begin(&pk, out, 12 + (marked ? 1 : 0) + (grouped ? 2 : 0), &s->extra);
+    /* Where it ran: only once a try has run (and absent from records of older builds). */
+    bool placed = s->server_id[0] != '\0', addressed = s->server_addr[0] != '\0';
+    begin(&pk, out, 12 + marked + 2 * grouped + placed + addressed, &s->extra);
     ql_codec_id(&pk, "job", &s->job);
     ql_codec_i64(&pk, "seq", s->seq);
     ql_codec_str(&pk, "name", s->name);
@@ -377,6 +379,10 @@ int ql_step_encode(const ql_step_t *s, ql_buf_t *out) {
         ql_codec_i64(&pk, "pg_start", (int64_t)s->pg_start);
         ql_codec_str(&pk, "boot_id", s->boot_id);
     }
+    if (placed)
+        ql_codec_str(&pk, "server_id", s->server_id);
+    if (addressed)
+        ql_codec_str(&pk, "server_addr", s->server_addr);
     ql_codec_str(&pk, "failed_msg", s->failed_msg);
     ql_codec_bin(&pk, "def", s->def, s->def_len);
     FINISH_ENCODE(&pk, out, &s->extra);
@@ -431,6 +437,10 @@ static int step_field(const msgpack_object *k, const msgpack_object *v, void *ar
     }
     if (ql_codec_key_is(k, "boot_id"))
         return ql_codec_get_str(v, s->boot_id, sizeof s->boot_id) ?: 1;
+    if (ql_codec_key_is(k, "server_id"))
+        return ql_codec_get_str(v, s->server_id, sizeof s->server_id) ?: 1;
+    if (ql_codec_key_is(k, "server_addr"))
+        return ql_codec_get_str(v, s->server_addr, sizeof s->server_addr) ?: 1;
     if (ql_codec_key_is(k, "failed_msg"))
         return ql_codec_get_strdup(v, &s->failed_msg) ?: 1;
     if (ql_codec_key_is(k, "def"))

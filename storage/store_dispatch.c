@@ -164,6 +164,10 @@ int ql_store_stat(ql_store_t *s, ql_store_stat_t *out) {
     return s->ops->stat(s, out);
 }
 
+bool ql_store_spans_hosts(const ql_store_t *s) {
+    return s->ops->spans_hosts;
+}
+
 void ql_store_set_commit_hook(ql_store_t *s, ql_store_commit_hook hook, void *arg) {
     s->commit_hook = hook;
     s->commit_hook_arg = arg;

@@ -23,6 +23,8 @@ typedef struct store_ops {
     const char *name; /* "lmdb", "postgresql": ql_store_stat_t.backend */
     /* Mutations per writer transaction at most (0: no limit of the backend's own). */
     size_t max_batch;
+    /* Servers on other hosts may share the store: ql_store_spans_hosts. */
+    bool spans_hosts;
     void (*close)(ql_store_t *s);
     int (*maintain)(ql_store_t *s, int *cleared);
     int (*stat)(ql_store_t *s, ql_store_stat_t *out);

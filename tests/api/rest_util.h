@@ -279,7 +279,8 @@ typedef struct resp {
     size_t len;
     char ctype[128];
     char www_auth[128];
-    json_t *json; /* the parsed body when it is JSON */
+    char location[512]; /* the Location header, "" when none */
+    json_t *json;       /* the parsed body when it is JSON */
 } resp_t;
 
 static size_t on_body(char *p, size_t size, size_t n, void *arg) {
@@ -297,6 +298,14 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg) {
     size_t len = size * n;
     if (len > 17 && strncasecmp(p, "WWW-Authenticate:", 17) == 0)
         snprintf(r->www_auth, sizeof r->www_auth, "%.*s", (int)(len - 17), p + 17);
+    if (len > 9 && strncasecmp(p, "Location:", 9) == 0) {
+        size_t i = 9, e = len;
+        while (i < e && p[i] == ' ')
+            i++;
+        while (e > i && (p[e - 1] == '\r' || p[e - 1] == '\n' || p[e - 1] == ' '))
+            e--;
+        snprintf(r->location, sizeof r->location, "%.*s", (int)(e - i), p + i);
+    }
     return len;
 }
 

@@ -767,3 +767,35 @@ Test(config, shipped_config_file_loads_and_passes_checks) {
     free(text);
     ql_config_free(cfg);
 }
+
+/* Where other servers send a client for this server's REST API (a step's log): the listen host,
+ * a name for a wildcard listen address, nothing while the port is not known. */
+Test(config, api_address_for_other_servers) {
+    char host[256] = "localhost", want[300], buf[300];
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    const struct {
+        const char *listen, *allowed, *want; /* want NULL: the machine's host name, port 7070 */
+    } t[] = {
+        {"10.0.0.5:7070", "", "10.0.0.5:7070"},
+        {"build-1.example.com:8080", "", "build-1.example.com:8080"},
+        {"[fd00::7]:7070", "", "[fd00::7]:7070"},
+        {"0.0.0.0:7070", "qilin.example.com,other", "qilin.example.com:7070"},
+        {"[::]:7070", "fd00::9", "[fd00::9]:7070"},
+        {"0.0.0.0:7070", "", NULL},
+        {"127.0.0.1:0", "", ""},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        ql_config_t *cfg = fresh();
+        set_ok(cfg, "qilin.server.listen", t[i].listen);
+        set_ok(cfg, "qilin.server.allowed-hosts", t[i].allowed);
+        if (t[i].want)
+            snprintf(want, sizeof want, "%s", t[i].want);
+        else
+            snprintf(want, sizeof want, "%s:7070", host);
+        cr_assert_str_eq(ql_config_api_address(cfg, buf, sizeof buf), want, "listen %s",
+                         t[i].listen);
+        ql_config_free(cfg);
+    }
+}

@@ -27,6 +27,12 @@
         .id = {.b = {[15] = (n)}}, .priority = (prio), .create_time = T + (ct), .has_run = true,   \
         .project = (size_t)-1                                                                      \
     }
+/* A READY job with id n that the takeover grace holds; its project is not known. */
+#define GRACE_JOB(n, prio, ct)                                                                     \
+    {                                                                                              \
+        .id = {.b = {[15] = (n)}}, .priority = (prio), .create_time = T + (ct), .in_grace = true,  \
+        .project = (size_t)-1                                                                      \
+    }
 /* The server: its kylin.job.max-concurrent-jobs and the runs counting against it. */
 #define SERVER(max, run)                                                                           \
     { .max_concurrent_jobs = (max), .running = (run) }
@@ -144,6 +150,24 @@ static row_t rows[] = {
      {HAS_RUN_JOB(1, 0, 0)},
      "a NO_ROOM",
      {0}},
+
+    /* ---- a job the takeover grace holds ---- */
+    {"a job in its takeover grace: skipped without taking room, the next one starts",
+     SERVER(1, 0),
+     1,
+     {PROJECT("1", 0)},
+     2,
+     {GRACE_JOB(1, 0, 0), JOB(2, 3, 1, 0)},
+     "a TAKEOVER_GRACE, b START",
+     {1}},
+    {"no room and a run go before the grace",
+     SERVER(2, 1),
+     1,
+     {PROJECT(NULL, 1)},
+     3,
+     {HAS_RUN_JOB(1, 0, 0), JOB(2, 0, 1, 0), GRACE_JOB(3, 0, 2)},
+     "a HAS_RUN, b START, c NO_ROOM",
+     {1}},
 
     /* ---- a project's own limit ---- */
     {"no override: the server's limit alone",

@@ -930,6 +930,35 @@ Test(params, reach_the_process_verbatim_and_execute_nothing, .fini = teardown) {
     cr_assert_not(file_exists("y"), "a model name was executed");
 }
 
+/* The fencing token of the holding that started the try, and the job id, for a step to check at
+ * its own resources (docs/job-templates.md); the server's own environment cannot choose them. */
+Test(params, the_step_gets_the_fencing_token_and_the_job_id, .fini = teardown) {
+    setenv("QILIN_FENCE_TOKEN", "999", 1);
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - name: env\n"
+               "        kind: shell\n"
+               "        argv: [/bin/sh, -c, 'printf \"%s %s\\n\" \"$QILIN_FENCE_TOKEN\" "
+               "\"$QILIN_JOB_ID\"']\n",
+               NULL);
+    unsetenv("QILIN_FENCE_TOKEN");
+    ql_id_t job = submit(0);
+    wait_job(&job, QL_SUCCEED);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store(), false, &t), 0);
+    uint64_t epoch = 0;
+    cr_assert_eq(ql_fence_current(t, &epoch), 0);
+    ql_txn_abort(t);
+    cr_assert_gt(epoch, 0, "the node holds the lock with a token");
+    char jid[QL_ID_STR_LEN + 1], want[96];
+    ql_id_format(&job, jid);
+    snprintf(want, sizeof want, "%llu %s\n", (unsigned long long)epoch, jid);
+    char *o = output(&job, 0);
+    cr_assert_str_eq(o, want);
+    free(o);
+}
+
 Test(params, formatted_range_uses_the_partition_format_in_the_project_zone, .fini = teardown) {
     start_node("templates:\n"
                "  INC_BUILD:\n"

@@ -230,6 +230,8 @@ Test(records, step_round_trip) {
     strcpy(s.token, "00112233445566778899aabbccddeeff");
     s.pg_start = 987654321;
     strcpy(s.boot_id, "5c8f0c4e-8a3b-4a8e-9d1e-0123456789ab");
+    strcpy(s.server_id, "build-7.example.com:7070");
+    strcpy(s.server_addr, "[fd00::7]:7070");
     s.failed_msg = strdup("exit code 2");
     uint8_t def[] = {0x92, 0x01, 0xc0};
     s.def = def;
@@ -251,9 +253,12 @@ Test(records, step_round_trip) {
     cr_assert_str_eq(q.token, s.token);
     cr_assert_eq(q.pg_start, 987654321);
     cr_assert_str_eq(q.boot_id, s.boot_id);
+    cr_assert_str_eq(q.server_id, "build-7.example.com:7070");
+    cr_assert_str_eq(q.server_addr, "[fd00::7]:7070");
     cr_assert_str_eq(q.failed_msg, "exit code 2");
     cr_assert_eq(q.def_len, sizeof def);
     cr_assert_eq(memcmp(q.def, def, sizeof def), 0);
+    cr_assert_eq(q.extra.count, 0, "every field is known");
     ql_step_free(&q);
     free(s.failed_msg);
     ql_buf_free(&buf);
@@ -282,6 +287,72 @@ static bool find_field(const void *data, size_t len, const char *key, msgpack_ob
         }
     }
     return false;
+}
+
+/* A step as a build that did not record the server wrote it (every field it wrote, by hand):
+ * it decodes, with no server and no address; and a step that never ran encodes neither. */
+Test(records, step_without_a_server_decodes_as_one_that_recorded_none) {
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    ql_id_t job = make_id(5);
+    msgpack_pack_map(&pk, 16);
+    const char *const strs[][2] = {{"name", "build"},
+                                   {"kind", "shell"},
+                                   {"state", "RUNNING"},
+                                   {"token", "00112233445566778899aabbccddeeff"},
+                                   {"boot_id", "5c8f0c4e-8a3b-4a8e-9d1e-0123456789ab"},
+                                   {"failed_msg", "x"}};
+    const char *const ints[] = {"v",        "seq",      "start_time", "end_time",
+                                "attempts", "retry_at", "pgid",       "pg_start"};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        msgpack_pack_str_with_body(&pk, ints[i], strlen(ints[i]));
+        msgpack_pack_int64(&pk, 1);
+    }
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        msgpack_pack_str_with_body(&pk, strs[i][0], strlen(strs[i][0]));
+        msgpack_pack_str_with_body(&pk, strs[i][1], strlen(strs[i][1]));
+    }
+    msgpack_pack_str_with_body(&pk, "job", 3);
+    msgpack_pack_bin_with_body(&pk, job.b, sizeof job.b);
+    msgpack_pack_str_with_body(&pk, "def", 3);
+    msgpack_pack_bin_with_body(&pk, "\xc0", 1);
+    ql_step_t q;
+    memset(&q, 0x55, sizeof q); /* a decode must not leave old bytes in the new fields */
+    cr_assert_eq(ql_step_decode(sb.data, sb.size, QL_DECODE_KEEP_EXTRA, &q), 0);
+    cr_assert_eq(q.state, QL_RUNNING);
+    cr_assert_str_eq(q.boot_id, "5c8f0c4e-8a3b-4a8e-9d1e-0123456789ab");
+    cr_assert_eq(q.pgid, 1);
+    cr_assert_str_eq(q.server_id, "", "no server recorded");
+    cr_assert_str_eq(q.server_addr, "");
+    cr_assert_eq(q.extra.count, 0);
+
+    /* Written again by this build: still no server fields (an older build reads it as it was). */
+    ql_buf_t buf = {0};
+    cr_assert_eq(ql_step_encode(&q, &buf), 0);
+    msgpack_zone z;
+    msgpack_zone_init(&z, 1024);
+    msgpack_object v;
+    cr_assert_not(find_field(buf.data, buf.len, "server_id", &v, &z));
+    cr_assert_not(find_field(buf.data, buf.len, "server_addr", &v, &z));
+    cr_assert(find_field(buf.data, buf.len, "boot_id", &v, &z));
+    msgpack_zone_destroy(&z);
+
+    /* A server id longer than any qilin.server.id is not a step record. */
+    char longer[QL_STEP_SERVER_ID_MAX + 2];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    msgpack_sbuffer_clear(&sb);
+    msgpack_pack_map(&pk, 1);
+    msgpack_pack_str_with_body(&pk, "server_id", 9);
+    msgpack_pack_str_with_body(&pk, longer, strlen(longer));
+    ql_step_t bad;
+    cr_assert_eq(ql_step_decode(sb.data, sb.size, 0, &bad), QL_ECORRUPT);
+
+    ql_step_free(&q);
+    ql_buf_free(&buf);
+    msgpack_sbuffer_destroy(&sb);
 }
 
 Test(records, unknown_fields_survive_a_rewrite) {

@@ -178,6 +178,12 @@ bool ql_config_default_user_in_use(const ql_config_t *cfg);
 /* qilin.server.id, or its default `<hostname>:<port>` (`<hostname>:pid-<pid>` when the listen
  * port is 0), written into buf (cap bytes, truncated). Returns buf. */
 const char *ql_config_server_id(const ql_config_t *cfg, char *buf, size_t cap);
+/* The address other servers send a client to for this server's REST API (a step's log,
+ * docs/rest.md), as "host:port" ("[v6]:port"), written into buf (cap bytes, truncated): the
+ * host of qilin.server.listen, or for a wildcard listen address (0.0.0.0, ::) the first of
+ * qilin.server.allowed-hosts, else the machine's host name. "" when the port is 0 (known only
+ * once bound). Returns buf. */
+const char *ql_config_api_address(const ql_config_t *cfg, char *buf, size_t cap);
 
 /* kylin.server.mode: `all` or `job` runs the scheduler; `all` or `query` serves queries. */
 bool ql_config_serves_jobs(const ql_config_t *cfg);

@@ -64,10 +64,14 @@ int ql_job_force_finish(ql_txn_t *txn, const ql_id_t *job, ql_state_t outcome, b
 
 /* Startup recovery: every RUNNING or PENDING job goes back to READY, and its RUNNING steps to
  * READY. Calls on_step (may be NULL) with each RUNNING or PENDING step as it was read, before
- * it is put back (its pgid, pg_start, boot_id and token still set; the step is borrowed for the
- * call), so the caller can kill what is left of the try; the caller must have done so before it
- * commits txn (see ql_proc.h, Markers). *n gets the number of jobs recovered. */
-int ql_jobs_recover(ql_txn_t *txn, int64_t now, void (*on_step)(const ql_step_t *step, void *arg),
+ * it is put back (its pgid, pg_start, boot_id, token and server_id still set; the step is
+ * borrowed for the call), so the caller can kill what is left of the try when the try is its
+ * host's (ql_step_host.h); the caller must have done so before it commits txn (see ql_proc.h,
+ * Markers). on_step returns whether the step keeps its try's marker, group and boot id on the
+ * READY record: true for a try of another host, which the caller could not sweep (no commit
+ * forgets a marker whose processes may still run); false once the try is gone. *n gets the
+ * number of jobs recovered. */
+int ql_jobs_recover(ql_txn_t *txn, int64_t now, bool (*on_step)(const ql_step_t *step, void *arg),
                     void *arg, uint64_t *n, ql_err_t *err);
 
 /*

@@ -28,7 +28,9 @@
  *   a local action would, and the state found is kept. Latency: one poll interval at most.
  * - Startup recovery (ql_sched_recover): RUNNING and PENDING jobs go back to READY, recorded
  *   process groups of interrupted steps are killed, and jobs resume from the first step that
- *   did not finish.
+ *   did not finish. A step another server ran (a store shared by several hosts) is left to its
+ *   own host, and its job waits the takeover grace, on the scheduler's clock, before it may be
+ *   picked (sched_grace.c).
  * - A full store: a step's end (or a retry's start) that fails because the store cannot take
  *   it (a full map or disk) is kept in memory and written again with backoff until it commits;
  *   no job is picked meanwhile (sched_hold.c). A fencing refusal is never retried.
@@ -58,6 +60,17 @@ typedef struct ql_sched_opts {
     const char *default_timezone;    /* kylin.web.timezone of the server, NULL: UTC */
     uint64_t fence; /* fencing token: written into every job it moves, and every change it makes
                      * is refused (QL_EFENCED) once the store's epoch moved past it; 0: none */
+    /* This server among those sharing the store (docs/step-processes.md, Several hosts):
+     * recorded with every try it starts, with its API address; "" records none (a step is
+     * then judged as one of a single host). Copied with the options. */
+    char server_id[QL_STEP_SERVER_ID_MAX + 1];     /* qilin.server.id */
+    char server_addr[QL_STEP_SERVER_ADDR_MAX + 1]; /* its REST API, "host:port"; "": unknown */
+    /* Judge recorded steps by their server also on a store of one host (tests); a store that
+     * spans hosts (ql_store_spans_hosts) is judged so whatever this says. */
+    bool spans_hosts;
+    /* qilin.cluster.takeover-grace-ms: how long recovery holds a job whose RUNNING step
+     * another server ran before its next try may start; 0: not at all. */
+    int64_t takeover_grace_ms;
     /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */
     void (*on_job_end)(void *arg, const ql_id_t *job, ql_state_t state);
     /* Called once, from a write's answer, when a change was refused by fencing (another server

@@ -121,10 +121,11 @@ void ql_node_kick(ql_node_t *n);
 /* The scheduler's and the dispatcher's options that come from the server's configuration cfg
  * (borrowed; the strings set point into it and are valid while it lives): the job limits, the
  * fetcher's poll interval, retries, the output cap, the step kill grace, the dispatcher's
- * interval and the server's time zone. The one place these keys become options: the node and
- * whoever builds a scheduler or dispatcher that must decide like a server's use it. Every other
- * field is left as it was (the store, writer, clock, templates, hooks and fencing are the
- * caller's). Either out may be NULL. */
+ * interval, the server's time zone, and (copied) the server id, API address and takeover grace
+ * recorded steps are judged by (engine/ql_step_host.h). The one place these keys become options:
+ * the node and whoever builds a scheduler or dispatcher that must decide like a server's use it.
+ * Every other field is left as it was (the store, writer, clock, templates, hooks and fencing are
+ * the caller's). Either out may be NULL. */
 void ql_node_engine_opts(const ql_config_t *cfg, ql_sched_opts_t *sched,
                          ql_dispatcher_opts_t *disp);
 

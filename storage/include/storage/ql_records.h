@@ -41,8 +41,11 @@
  * QL_RANGE_FULL_END, and only in [0, QL_RANGE_FULL_END), a full-load model's segment. */
 #define QL_TIME_MAX 253402214400000LL
 
-#define QL_STEP_TOKEN_LEN 32   /* hex digits of a step try's marker: 128 random bits */
-#define QL_STEP_BOOT_ID_LEN 36 /* /proc/sys/kernel/random/boot_id, without the newline */
+#define QL_STEP_TOKEN_LEN 32      /* hex digits of a step try's marker: 128 random bits */
+#define QL_STEP_BOOT_ID_LEN 36    /* /proc/sys/kernel/random/boot_id, without the newline */
+#define QL_STEP_SERVER_ID_MAX 200 /* a qilin.server.id (config/config_table.c bounds it) */
+/* A server's API address, "host:port" or "[v6]:port": a DNS name (253) and the rest. */
+#define QL_STEP_SERVER_ADDR_MAX 263
 
 /* Record format version written by this build. */
 #define QL_RECORD_VERSION 1
@@ -232,7 +235,14 @@ typedef struct ql_step {
                                               before the step is spawned; "": none */
     uint64_t pg_start;                     /* pgid's leader's start time (clock ticks after
                                               boot, /proc/PID/stat field 22), 0: not recorded */
-    char boot_id[QL_STEP_BOOT_ID_LEN + 1]; /* the machine's boot id when pgid was recorded */
+    char boot_id[QL_STEP_BOOT_ID_LEN + 1]; /* the machine's boot id, committed with RUNNING
+                                              (and again with pgid) */
+
+    /* Where the step's latest try ran (docs/step-processes.md, Several hosts): committed with
+     * its RUNNING and kept after it ends, because that host keeps the try's full log. "" in
+     * records written before servers recorded it. */
+    char server_id[QL_STEP_SERVER_ID_MAX + 1];     /* qilin.server.id of that server */
+    char server_addr[QL_STEP_SERVER_ADDR_MAX + 1]; /* its REST API, "host:port"; "": unknown */
 } ql_step_t;
 
 /* "<job-id>_NN" into buf (QL_ID_STR_LEN + 8 bytes). */

@@ -99,6 +99,12 @@ typedef struct ql_store_stat {
 } ql_store_stat_t;
 int ql_store_stat(ql_store_t *store, ql_store_stat_t *out);
 
+/* Whether servers on other hosts may share this store: true for PostgreSQL, where a step's
+ * recorded server (ql_step_t.server_id) says which host its processes and its log are on;
+ * false for LMDB, whose every server runs on this machine and shares its data directory
+ * (docs/step-processes.md, Several hosts). */
+bool ql_store_spans_hosts(const ql_store_t *store);
+
 /* Seam for tests: called after every successful commit of a top-level write transaction (the
  * sync has completed when it runs), on the committing thread. NULL to remove. */
 typedef void (*ql_store_commit_hook)(void *arg);
