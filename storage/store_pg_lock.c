@@ -98,15 +98,19 @@ static void quiet_notice(void *arg, const char *msg) {
     (void)msg;
 }
 
-/* The server's message on one line (its DETAIL follows the message), without the newlines. */
+/* The server's message on one line (libpq's may hold newlines and tabs). */
 static void copy_msg(char *out, size_t cap, const char *msg) {
     snprintf(out, cap, "%s", msg && msg[0] ? msg : "no message");
     size_t n = strlen(out);
     while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
         out[--n] = '\0';
-    for (char *p = out; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
+    char *o = out;
+    for (const char *p = out; *p; p++)
+        if (*p != '\n' && *p != '\t')
+            *o++ = *p;
+        else if (o > out && o[-1] != ' ')
+            *o++ = ' ';
+    *o = '\0';
 }
 
 static int reported_pid(ql_store_lock_t *l, int pid) {
