@@ -162,6 +162,20 @@ static int run(ql_store_lock_t *l, const char *sql, int n_extra, const char *con
     return rc;
 }
 
+/* Unlocks once. Session locks count (a second pg_try_advisory_lock of the same session takes
+ * it again), so a session that may still hold it after this is closed instead. */
+static void unlock(ql_store_lock_t *l) {
+    PGresult *r;
+    char msg[256];
+    bool done = l->c && run(l, unlock_sql, 0, NULL, &r, msg, sizeof msg) == 0;
+    if (done) {
+        done = PQntuples(r) == 1 && PQgetvalue(r, 0, 0)[0] == 't';
+        PQclear(r);
+    }
+    if (!done)
+        close_session(l);
+}
+
 static int one_pid(PGconn *c, int *pid) {
     PGresult *r = PQexec(c, "SELECT pg_backend_pid()");
     int rc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? 0 : QL_EUNAVAILABLE;
@@ -310,9 +324,7 @@ static int try_once(ql_store_lock_t *l, bool *got, ql_err_t *err) {
     int pid = reported_pid(l, atoi(PQntuples(r) == 1 ? PQgetvalue(r, 0, 1) : "0"));
     PQclear(r);
     if (pid != l->backend_pid) {
-        if (*got)
-            PQclear(PQexecParams(l->c, unlock_sql, 2, NULL, (const char *const[]){l->k1, l->k2},
-                                 NULL, NULL, 0));
+        close_session(l); /* whatever backend holds the lock now lets go of it */
         *got = false;
         return ql_err_set(err, QL_EINVAL,
                           "qilin.storage.url: %s: the job engine lock's session moved from "
@@ -455,8 +467,7 @@ int ql_store_lock_try(ql_store_lock_t *l, bool *acquired, uint64_t *epoch,
         holder->lease_age_ms = -1;
     }
     if ((rc = record_holding(l, err))) {
-        PQclear(PQexecParams(l->c, unlock_sql, 2, NULL, (const char *const[]){l->k1, l->k2}, NULL,
-                             NULL, 0));
+        unlock(l);
         return rc;
     }
     l->held = true;
@@ -560,10 +571,11 @@ void ql_store_lock_release(ql_store_lock_t *l) {
         return;
     l->held = false;
     l->epoch = 0;
-    char msg[256];
     /* A lost holding's session is closed: that frees whatever it might still hold. */
-    if (l->lost || !drain(l, DRAIN_MS) || run(l, unlock_sql, 0, NULL, NULL, msg, sizeof msg))
+    if (l->lost || !drain(l, DRAIN_MS))
         close_session(l);
+    else
+        unlock(l);
     l->lost = false;
     l->why[0] = '\0';
 }
