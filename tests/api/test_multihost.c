@@ -118,8 +118,27 @@ static void start_cluster(void) {
              "standby: the job engine lock is held by pid %ld of server s0 (API 127.0.0.1:%d), "
              "fencing epoch ",
              server_pid[0], S[0].port);
-    for (int i = 1; i < N; i++)
+    for (int i = 1; i < N; i++) {
         wait_log(&S[i], holder, 10000);
+        /* qilind's start line shows it too. */
+        snprintf(holder, sizeof holder, "role=standby lock_holder=pid %ld of server s0 (API",
+                 server_pid[0]);
+        assert_file_contains(S[i].log, holder);
+    }
+}
+
+/* A standby's answer about the dispatcher names the master: server id, address, epoch. */
+static void check_standby_names_master(int standby) {
+    resp_t r =
+        http_req(&S[standby], "GET", "/kylin/api/models/m/auto_segment_build/status?project=p",
+                 NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200, "%s", r.body ? r.body : "");
+    const char *msg = json_string_value(json_object_get(r.json, "msg"));
+    char want[160];
+    snprintf(want, sizeof want, "held by pid %ld of server s0 (API 127.0.0.1:%d), fencing epoch ",
+             server_pid[0], S[0].port);
+    cr_assert(msg && strstr(msg, want), "%s", r.body);
+    resp_free(&r);
 }
 
 /* Whether server i says it is the master (its /metrics gauge). */
@@ -286,6 +305,7 @@ Test(multihost, a_killed_master_is_replaced_and_the_job_resumes_from_its_step) {
     start_cluster();
     cr_assert_eq(the_master(), 0);
     make_model(&S[0], "p", "m", NULL);
+    check_standby_names_master(1);
     char job[64];
     snprintf(job, sizeof job, "%s", build(&S[0], "p", "m", D0, D0 + DAY));
     long pid;
