@@ -1,5 +1,5 @@
 /* The job server's engine composition: see ql_node.h. */
-#include "server/ql_node.h"
+#include "node_int.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -176,7 +176,8 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
     char holder[256] = "";
     int rc = ql_lock_try_acquire(n->lock, &acquired, holder, sizeof holder);
     if (rc)
-        return ql_err_set(err, rc, "cannot take the job engine lock: %s", ql_strerror(rc));
+        return ql_err_set(err, rc, "cannot take the job engine lock: %s",
+                          n->lock->why[0] ? n->lock->why : ql_strerror(rc));
     if (acquired) {
         n->holder[0] = '\0';
         if ((rc = start_scheduling(n, err))) {
@@ -206,7 +207,7 @@ static const char *holding_lost(ql_node_t *n, char *buf, size_t cap) {
     if (n->fenced)
         return "a change was refused by fencing (another server took the lock)";
     if (!ql_lock_still_held(n->lock))
-        return "the lock file was removed or replaced";
+        return n->lock->why[0] ? n->lock->why : "the lock file was removed or replaced";
     ql_txn_t *txn;
     uint64_t epoch = 0;
     if (ql_txn_begin(n->store, false, &txn) == 0) {
@@ -473,8 +474,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
         rc = ql_err_set(err, QL_EINVAL,
                         "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "
                         "coordination yet (its job engine lock would be the ZooKeeper node "
-                        "/job_engine/global_job_engine_lock); leave it empty to use the data "
-                        "directory's lock");
+                        "/job_engine/global_job_engine_lock); leave it empty to use the "
+                        "store's lock");
         goto fail;
     }
     /* A new master may wait up to the stall bound for another process's write while it takes
@@ -491,11 +492,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     if (opts->lock) {
         n->lock = opts->lock;
     } else {
-        ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
-        if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
-            ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
+        if ((rc = node_lock_new(n->cfg, n->store, opts->log, &n->lock, err)))
             goto fail;
-        }
         n->own_lock = true;
     }
     if ((rc = guard_coordination(n, err)))
@@ -602,6 +600,10 @@ bool ql_node_is_master(const ql_node_t *n) {
 }
 const char *ql_node_lock_holder(const ql_node_t *n) {
     return n->holder;
+}
+void ql_node_set_api_address(ql_node_t *n, const char *address) {
+    if (n->lock)
+        ql_lock_set_address(n->lock, address);
 }
 void ql_node_kick(ql_node_t *n) {
     if (n->sched)

@@ -168,6 +168,21 @@ bool ql_store_spans_hosts(const ql_store_t *s) {
     return s->ops->spans_hosts;
 }
 
+const char *ql_store_backend(const ql_store_t *s) {
+    return s->ops->name;
+}
+
+int ql_store_lock_open(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                       ql_err_t *err) {
+    *out = NULL;
+    if (!s->ops->lock_open)
+        return ql_err_set(err, UV_ENOTSUP,
+                          "the %s store has no job engine lock of its own (its servers use the "
+                          "data directory's lock file)",
+                          s->ops->name);
+    return s->ops->lock_open(s, opts, out, err);
+}
+
 void ql_store_set_commit_hook(ql_store_t *s, ql_store_commit_hook hook, void *arg) {
     s->commit_hook = hook;
     s->commit_hook_arg = arg;

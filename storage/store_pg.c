@@ -120,32 +120,7 @@ static const char *const walk_sql[W_COUNT] = {
     [W_STEPS] = "SELECT rec FROM steps WHERE job = $1::uuid ORDER BY seq",
 };
 
-/* ---- errors ---- */
-
-int pg_sqlstate_err(const char *st) {
-    if (!st)
-        return QL_EUNAVAILABLE; /* no server answer: the connection is gone */
-    if (!strcmp(st, "23505"))
-        return QL_EEXIST;
-    if (!strcmp(st, "23P01"))
-        return QL_EJOBCONFLICT;
-    if (!strcmp(st, "23503"))
-        return QL_ENOTFOUND;
-    if (!strcmp(st, "53100"))
-        return QL_EDISKFULL;
-    if (!strcmp(st, "40001") || !strcmp(st, "40P01") || !strcmp(st, "55P03"))
-        return QL_ETRANSIENT;
-    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
-        !strcmp(st, "57P03") || !strcmp(st, "25006"))
-        return QL_EUNAVAILABLE;
-    if (!strncmp(st, "22", 2) || !strcmp(st, "23514"))
-        return QL_EINVAL; /* data exception, check violation: the caller's bad value */
-    if (!strncmp(st, "53", 2))
-        return UV_ENOMEM; /* e.g. 53200: the lock table is full (max_locks_per_transaction) */
-    /* Anything else is the server's error, not a record that failed to decode: QL_ECORRUPT
-     * stays the codec's (docs/postgresql.md, Errors). */
-    return UV_EIO;
-}
+/* ---- errors (pg_sqlstate_err: store_pg_params.c) ---- */
 
 static int result_err(pg_txn_t *t, PGresult *r) {
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -514,8 +489,15 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         return rc;
     }
     if (write) {
-        PGresult *r = PQexec(t->conn->c, "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                                         "SELECT pg_current_xact_id()::text");
+        /* A write whose client stops (SIGSTOP) between statements would keep its row locks,
+         * the fence row's among them, and so hold up a new master's epoch raise: the server
+         * ends the session once it idles inside the transaction past the stall bound. */
+        char begin[160];
+        snprintf(begin, sizeof begin,
+                 "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_"
+                 "timeout = %lld; SELECT pg_current_xact_id()::text",
+                 (long long)pgs(s)->idle_write_ms);
+        PGresult *r = PQexec(t->conn->c, begin);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
             rc = result_err(t, r);
             PQclear(r);
@@ -685,6 +667,8 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
     pthread_cond_init(&s->pool_cond, NULL);
     s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
     s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
+    s->idle_write_ms =
+        opts->writer_stall_ms > 0 ? opts->writer_stall_ms : QL_STORE_DEFAULT_WRITER_STALL_MS;
     s->drop_at_close = opts->pg_drop_at_close;
     s->require_sync = opts->pg_require_sync_replication;
     s->conninfo = strdup(opts->url);
@@ -759,6 +743,7 @@ const store_ops_t ql_pg_ops = {
     .maintain = pg_maintain,
     .stat = pg_stat,
     .fsck = pg_fsck,
+    .lock_open = pg_lock_open,
     .txn_begin = pg_txn_begin,
     .txn_commit = pg_txn_commit,
     .txn_abort = pg_txn_abort,

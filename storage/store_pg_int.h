@@ -86,8 +86,9 @@ typedef struct pg_store {
     char *schema_ident; /* quoted */
     unsigned pool_size;
     int64_t lock_timeout_ms;
-    bool drop_at_close; /* opts.pg_drop_at_close */
-    bool require_sync;  /* opts.pg_require_sync_replication */
+    int64_t idle_write_ms; /* a write transaction idle this long ends its session (stall bound) */
+    bool drop_at_close;    /* opts.pg_drop_at_close */
+    bool require_sync;     /* opts.pg_require_sync_replication */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cond;
     pg_conn_t *idle;
@@ -233,6 +234,9 @@ int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *tex
 int pg_probe_targets(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);
 int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+/* ql_store_lock_open (store_pg_lock.c). */
+int pg_lock_open(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                 ql_err_t *err);
 
 /* Creates or upgrades the schema at open, under an advisory lock (store_pg_schema.c). */
 int pg_schema_setup(pg_store_t *s, ql_err_t *err);
