@@ -27,6 +27,10 @@ typedef struct store_ops {
     int (*maintain)(ql_store_t *s, int *cleared);
     int (*stat)(ql_store_t *s, ql_store_stat_t *out);
     int (*fsck)(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+    /* ql_store_changes_*; NULL: the backend has no change channel (LMDB). */
+    int (*changes_listen)(ql_store_t *s, ql_err_t *err);
+    int (*changes_fd)(ql_store_t *s);
+    int (*changes_drain)(ql_store_t *s, ql_store_change_cb cb, void *arg);
 
     /* parent NULL: a top-level transaction; else a nested write transaction of parent. */
     int (*txn_begin)(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out);
