@@ -27,6 +27,7 @@
 #include "store_pg_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,7 @@ int pg_changes_listen(ql_store_t *bs, ql_err_t *err) {
         return ql_err_set(err, QL_EUNAVAILABLE, "cannot LISTEN on %s: %s", s->masked, msg);
     }
     PQclear(r);
-    int fd = dup(PQsocket(c));
+    int fd = fcntl(PQsocket(c), F_DUPFD_CLOEXEC, 0); /* as libpq's own: no step inherits it */
     if (fd < 0) {
         int rc = -errno;
         PQfinish(c);
@@ -190,10 +191,13 @@ int pg_changes_fd(ql_store_t *bs) {
     return s->listen_fd;
 }
 
-/* Reports one notification's payload: ids separated by commas, or "*". */
+/* Reports one notification's payload: ids separated by commas, or "*" (an operator's bare
+ * NOTIFY on the channel, without a payload, counts as "*" too). */
 static void report(const char *payload, ql_store_change_cb cb, void *arg) {
     char one[QL_ID_STR_LEN + 1];
     const char *p = payload;
+    if (!*p)
+        cb(arg, NULL);
     while (*p) {
         size_t n = strcspn(p, ",");
         ql_id_t id;

@@ -15,6 +15,7 @@
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <libpq-fe.h>
 #include <poll.h>
 #include <stdio.h>
@@ -300,7 +301,9 @@ Test(pg_changes, an_unusual_schema_name_gets_a_hashed_channel) {
     char schema[128];
     snprintf(schema, sizeof schema, "Qilin \"Odd\" Schema %d with a name over sixty-three bytes",
              (int)getpid());
-    ql_store_opts_t o = {.path = dir, .url = ql_test_pg_url(), .pg_schema = schema};
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o); /* skips without a server */
+    o.pg_schema = schema;
     ql_store_t *w, *l;
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&o, &w, &err), 0, "%s", err.msg);
@@ -312,6 +315,34 @@ Test(pg_changes, an_unusual_schema_name_gets_a_hashed_channel) {
     ql_id_t m = marker(w);
     wait_heard(l, &h, &m);
     ql_store_close(w);
+    ql_store_close(l);
+}
+
+/* Runs sql on a session of the test's own. */
+static void run_sql(const char *sql) {
+    PGconn *c = PQconnectdb(ql_test_pg_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s: %s", sql, PQresultErrorMessage(r));
+    PQclear(r);
+    PQfinish(c);
+}
+
+/* An operator can wake the servers of a schema by hand; the session's descriptor is not
+ * inherited by the steps a server runs. */
+Test(pg_changes, a_bare_notify_reads_as_anything_and_the_fd_is_close_on_exec) {
+    ql_store_t *l = open_listening(dir, sizeof dir);
+    int fd = ql_store_changes_fd(l);
+    cr_assert(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    char sql[256];
+    snprintf(sql, sizeof sql, "NOTIFY \"qilin_jobs_%s\"", o.pg_schema);
+    run_sql(sql);
+    heard_t h = {0};
+    wait_heard(l, &h, NULL);
+    cr_assert_eq(h.anything, 1);
+    cr_assert_eq(h.n, 0);
     ql_store_close(l);
 }
 
