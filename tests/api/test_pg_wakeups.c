@@ -7,7 +7,8 @@
  *     answer to the job's exec_start_time, over SERIAL_BUILDS builds one after the other,
  *     is reported (median, p99) and its median bounded;
  *   - a PAUSE sent to the standby stops the master's running step (a long sleep): its process
- *     is gone well within the poll interval; a RESUME sent there starts it again at once.
+ *     is gone well within the poll interval; a RESUME sent there starts it again at once;
+ *   - change sessions ended by the database are reopened, and wake as before.
  *
  * One master and one other server: today both servers share one data directory, whose job
  * engine lock file makes the first one the master; nothing here depends on where that lock
@@ -15,6 +16,8 @@
  * that runs it ($PPID, as qilin-exec execs the step), which must be the master's.
  */
 #include "rest_util.h"
+
+#include <libpq-fe.h>
 
 #define SERIAL_BUILDS 100
 #define DAY 86400000LL
@@ -218,5 +221,51 @@ Test(pg_wakeups, a_pause_sent_to_the_standby_stops_the_masters_step_at_once, .ti
     fprintf(stderr, "pg_wakeups: RESUME through the standby: SUCCEED %lld ms after its answer\n",
             (long long)(now_ms() - resumed));
     cr_assert_eq(runs_by_master(), 1);
+    stop_pair();
+}
+
+/* Ends every change session of the pair's schema from a session of the test's own; returns
+ * how many there were. */
+static int kill_change_sessions(void) {
+    ql_store_opts_t o;
+    ql_test_store_opts(master.data, &o);
+    PGconn *c = PQconnectdb(ql_test_pg_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    char app[128], sql[512];
+    snprintf(app, sizeof app, "qilin/%s/changes", o.pg_schema);
+    char *lit = PQescapeLiteral(c, app, strlen(app));
+    snprintf(sql, sizeof sql,
+             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+             "application_name = %s",
+             lit);
+    PQfreemem(lit);
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s", PQresultErrorMessage(r));
+    int n = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    PQfinish(c);
+    return n;
+}
+
+Test(pg_wakeups, a_lost_change_session_is_reopened_and_wakes_again, .timeout = 120) {
+    start_pair();
+    make_model(&standby, "p", "m", NULL);
+    cr_assert_eq(kill_change_sessions(), 2, "one change session per server");
+    wait_log(&master, "the store's change session is down", 5000);
+    wait_log(&master, "the store's change session is back", 5000);
+    wait_log(&standby, "the store's change session is back", 5000);
+    /* The new session wakes the master as the first did. */
+    char id[64];
+    snprintf(id, sizeof id, "%s", build(&standby, "p", "m", BASE, BASE + DAY));
+    int64_t answered = now_ms(), deadline = answered + START_DEADLINE_MS;
+    while (exec_start(id) == 0) {
+        cr_assert_lt(now_ms(), deadline,
+                     "the build did not start within %d ms after the "
+                     "session was reopened",
+                     START_DEADLINE_MS);
+        poll_pause();
+    }
+    fprintf(stderr, "pg_wakeups: after a reopened change session a build started within %lld ms\n",
+            (long long)(now_ms() - answered));
     stop_pair();
 }
