@@ -214,7 +214,8 @@ static const ql_config_option_t options[] = {
      .min = 1,
      .max = 86400,
      .doc = "Seconds between two looks for READY jobs; submissions, resumes and finished jobs "
-            "also wake the fetcher at once."},
+            "also wake the fetcher at once (on a PostgreSQL store also those made on another "
+            "server)."},
     {.key = "kylin.job.max-concurrent-jobs",
      .type = QL_CONFIG_INT,
      .def = "10",

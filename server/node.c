@@ -1,6 +1,8 @@
 /* The job server's engine composition: see ql_node.h. */
 #include "node_int.h"
 
+#include "node_changes.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@ struct ql_node {
     ql_sched_t *sched;
     ql_dispatcher_t *dispatcher;
     ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
+    node_changes_t *changes;     /* other servers' writes wake the scheduler (node_changes.h) */
     uv_async_t wake;
     bool wake_init;
     ql_timer_t lock_timer;
@@ -332,8 +335,41 @@ static void timer_closed(ql_timer_t *t) {
     handle_closed(t->arg);
 }
 
+/* ---- wake-ups from other servers (docs/postgresql.md, Wake-ups) ---- */
+
+/* A job another server changed (NULL: any): the master's scheduler fetches, and stops the step
+ * of a job of its own that is no longer RUNNING; a standby has nothing to do. */
+static void on_store_change(void *arg, const ql_id_t *job) {
+    ql_node_t *n = arg;
+    if (n->sched)
+        ql_sched_notice(n->sched, job);
+}
+
+static void changes_closed(void *arg) {
+    handle_closed(arg);
+}
+
+/* Watches the store's change session (PostgreSQL; nothing on LMDB or without a loop). */
+static int watch_changes(ql_node_t *n, ql_err_t *err) {
+    if (!n->opts.loop)
+        return 0;
+    int rc =
+        node_changes_start(n->opts.loop, n->store, n->opts.log, on_store_change, n, &n->changes);
+    return rc ? ql_err_set(err, rc, "cannot watch the store's changes: %s", ql_strerror(rc)) : 0;
+}
+
+/* Part of close_handles: counts as one of the node's handles until the watcher is closed. */
+static void unwatch_changes(ql_node_t *n) {
+    if (!n->changes)
+        return;
+    n->closing++;
+    node_changes_stop(n->changes, changes_closed, n);
+    n->changes = NULL;
+}
+
 static void close_handles(ql_node_t *n) {
     n->closing = 1; /* this function's own reference */
+    unwatch_changes(n);
     if (n->lock_timer_init) {
         n->closing++;
         ql_timer_stop(&n->lock_timer);
@@ -496,7 +532,7 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
             goto fail;
         n->own_lock = true;
     }
-    if ((rc = guard_coordination(n, err)))
+    if ((rc = guard_coordination(n, err)) || (rc = watch_changes(n, err)))
         goto fail;
     ql_timer_init(n->clock, &n->lease_timer);
     n->lease_timer_init = true;

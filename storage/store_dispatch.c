@@ -192,6 +192,18 @@ int ql_store_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report) {
     return s->ops->fsck(s, out_file, report);
 }
 
+int ql_store_changes_listen(ql_store_t *s, ql_err_t *err) {
+    return s->ops->changes_listen ? s->ops->changes_listen(s, err) : UV_ENOTSUP;
+}
+
+int ql_store_changes_fd(ql_store_t *s) {
+    return s->ops->changes_fd ? s->ops->changes_fd(s) : -1;
+}
+
+int ql_store_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg) {
+    return s->ops->changes_drain ? s->ops->changes_drain(s, cb, arg) : 0;
+}
+
 /* ---- transactions ---- */
 
 int ql_txn_begin(ql_store_t *s, bool write, ql_txn_t **out) {
