@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -41,6 +42,8 @@ typedef struct qd {
     char log[300];  /* the server's stderr */
     char url[64];   /* http://127.0.0.1:PORT */
     int exit_status;
+    size_t log_skip; /* the log's length when the server was last launched */
+    pid_t netns_pid; /* 0, or a process whose network namespace the server runs in */
 } qd_t;
 
 UNUSED static int64_t now_ms(void) {
@@ -152,17 +155,21 @@ UNUSED static bool qd_wait_exit(qd_t *q, int timeout_ms) {
 }
 
 /*
- * Runs qilind with argv (NULL-terminated, without the program name) and its stderr in
- * q->log (appended, so a restart keeps the earlier lines), then waits for "listening on" and
- * reads the port from that line. Returns true when the server is serving; false when it exited
- * first (q->exit_status tells) or did not come up in time. With "--data DIR" among args the
- * store of DIR is put on the backend under test (ql_test_store_settings, appended as --set).
+ * Starts qilind with argv (NULL-terminated, without the program name) and its stderr in q->log
+ * (appended, so a restart keeps the earlier lines), without waiting for it to serve: see
+ * qd_wait_listening. With "--data DIR" among args the store of DIR is put on the backend under
+ * test (ql_test_store_settings, appended as --set). With q->netns_pid set, the server runs in
+ * that process's network namespace.
  */
-UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
-    if (!q->log[0])
-        snprintf(q->log, sizeof q->log, "%s/qilind.log", q->dir);
+UNUSED static void qd_launch(qd_t *q, const char *const *args) {
+    if (!q->log[0]) {
+        /* Through a copy: GCC cannot always tell that q->dir and q->log do not overlap. */
+        char log[sizeof q->log];
+        snprintf(log, sizeof log, "%s/qilind.log", q->dir);
+        memcpy(q->log, log, sizeof log);
+    }
     char *before = read_file(q->log);
-    size_t skip = before ? strlen(before) : 0;
+    q->log_skip = before ? strlen(before) : 0;
     free(before);
     const char *argv[64];
     size_t n = 0;
@@ -180,6 +187,9 @@ UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
         argv[n++] = store[i];
     }
     argv[n] = NULL;
+    char netns[64] = "";
+    if (q->netns_pid > 0)
+        snprintf(netns, sizeof netns, "/proc/%ld/ns/net", (long)q->netns_pid);
     pid_t pid = fork(); /* no Criterion call may run in the child (see test_template.c) */
     if (pid == 0) {
         int fd = open(q->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -187,6 +197,12 @@ UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
         dup2(nul, 0);
         dup2(nul, 1);
         dup2(fd, 2);
+        if (netns[0]) {
+            int ns = open(netns, O_RDONLY | O_CLOEXEC);
+            if (ns < 0 || setns(ns, CLONE_NEWNET) != 0)
+                _exit(125);
+            close(ns);
+        }
         /* Run from the test's directory: no conf/qilin.yaml is picked up by accident. */
         if (chdir(q->dir) != 0)
             _exit(126);
@@ -196,11 +212,18 @@ UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
     cr_assert_neq(pid, -1);
     q->pid = pid;
     q->port = 0;
+}
+
+/* Waits for the "listening on" line of the server qd_launch started and reads the port from
+ * it. Returns true when the server is serving; false when it exited first (q->exit_status
+ * tells) or did not come up in time. */
+UNUSED static bool qd_wait_listening(qd_t *q) {
     int64_t deadline = now_ms() + START_TIMEOUT_MS;
     for (;;) {
         char *s = read_file(q->log);
-        const char *line =
-            s && strlen(s) > skip ? strstr(s + skip, "qilind listening on http://") : NULL;
+        const char *line = s && strlen(s) > q->log_skip
+                               ? strstr(s + q->log_skip, "qilind listening on http://")
+                               : NULL;
         if (line) {
             /* The port follows the line's last ':' ("[::1]:PORT" has others before it). */
             const char *eol = strchr(line, '\n');
@@ -226,9 +249,24 @@ UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
     }
 }
 
-/* Starts qilind with --data q->data, --set qilin.server.listen=127.0.0.1:0, the shipped
- * conf/jobs.yaml, then extra (may be NULL; later values win), asserting that it comes up. */
-UNUSED static void qd_start(qd_t *q, const char *const *extra) {
+/* qd_launch, then qd_wait_listening. */
+UNUSED static bool qd_spawn(qd_t *q, const char *const *args) {
+    qd_launch(q, args);
+    return qd_wait_listening(q);
+}
+
+/* Asserts that the server qd_launch started comes up. */
+UNUSED static void qd_wait_up(qd_t *q) {
+    bool up = qd_wait_listening(q);
+    if (!up) {
+        char *log = read_file(q->log);
+        cr_assert(up, "qilind did not start; its stderr:\n%s", log ? log : "(none)");
+    }
+}
+
+/* Launches qilind with --data q->data, --set qilin.server.listen=127.0.0.1:0, the shipped
+ * conf/jobs.yaml, then extra (may be NULL; later values win); qd_wait_up waits for it. */
+UNUSED static void qd_start_async(qd_t *q, const char *const *extra) {
     static char data_arg[320];
     snprintf(data_arg, sizeof data_arg, "%s", q->data);
     const char *args[48] = {"--data", data_arg,
@@ -238,11 +276,13 @@ UNUSED static void qd_start(qd_t *q, const char *const *extra) {
     for (size_t i = 0; extra && extra[i] && n < 47; i++)
         args[n++] = extra[i];
     args[n] = NULL;
-    bool up = qd_spawn(q, args);
-    if (!up) {
-        char *log = read_file(q->log);
-        cr_assert(up, "qilind did not start; its stderr:\n%s", log ? log : "(none)");
-    }
+    qd_launch(q, args);
+}
+
+/* qd_start_async, then qd_wait_up: asserts that it comes up. */
+UNUSED static void qd_start(qd_t *q, const char *const *extra) {
+    qd_start_async(q, extra);
+    qd_wait_up(q);
 }
 
 /* SIGTERM, then waits for a clean exit (status 0) within timeout_ms. */
@@ -255,10 +295,16 @@ UNUSED static void qd_stop_ok(qd_t *q, int timeout_ms) {
         kill(q->pid, SIGKILL);
         qd_wait_exit(q, 5000);
     }
+    /* The messages show the end of its stderr only: Criterion formats a passing assertion's
+     * message too (--full-stats), and hangs sending one of megabytes (a long test's log). */
     char *log = read_file(q->log);
-    cr_assert(exited, "qilind did not stop within %d ms; its stderr:\n%s", timeout_ms, log);
+    const char *tail = log ? log : "(unreadable)";
+    if (strlen(tail) > 16384)
+        tail += strlen(tail) - 16384;
+    cr_assert(exited, "qilind did not stop within %d ms; the end of its stderr:\n%s", timeout_ms,
+              tail);
     cr_assert(WIFEXITED(q->exit_status) && WEXITSTATUS(q->exit_status) == 0,
-              "qilind exited with status %d; its stderr:\n%s", q->exit_status, log);
+              "qilind exited with status %d; the end of its stderr:\n%s", q->exit_status, tail);
     free(log);
 }
 
@@ -517,7 +563,11 @@ UNUSED static void wait_log(const qd_t *q, const char *needle, int timeout_ms) {
     while (!file_contains(q->log, needle)) {
         if (now_ms() > deadline) {
             char *log = read_file(q->log);
-            cr_assert_fail("'%s' not logged within %d ms; log:\n%s", needle, timeout_ms, log);
+            const char *tail = log ? log : "(unreadable)";
+            if (strlen(tail) > 16384) /* see qd_stop_ok */
+                tail += strlen(tail) - 16384;
+            cr_assert_fail("'%s' not logged within %d ms; the end of the log:\n%s", needle,
+                           timeout_ms, tail);
         }
         poll_pause();
     }
