@@ -78,6 +78,7 @@ static const ql_lock_ops_t pg_ops = {
     .try_acquire = pg_try_acquire,
     .still_held = pg_still_held,
     .renew = pg_renew,
+    .renewal_checks_epoch = true,
     .release = pg_release,
     .free = pg_free,
     .set_address = pg_set_address,

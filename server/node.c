@@ -211,6 +211,10 @@ static const char *holding_lost(ql_node_t *n, char *buf, size_t cap) {
         return "a change was refused by fencing (another server took the lock)";
     if (!ql_lock_still_held(n->lock))
         return n->lock->why[0] ? n->lock->why : "the lock file was removed or replaced";
+    /* A cut-off master must not wait for the network here: it would notice its unanswered
+     * renewal only after the read gave up (docs/postgresql.md, Stepping down). */
+    if (n->lock->ops->renewal_checks_epoch)
+        return NULL;
     ql_txn_t *txn;
     uint64_t epoch = 0;
     if (ql_txn_begin(n->store, false, &txn) == 0) {

@@ -276,11 +276,11 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 /* A pool session with bounds on a silent network (docs/postgresql.md, The job engine lock):
  * a statement sent into a partition fails once it has gone unacknowledged for
  * tcp_user_timeout, instead of when the kernel gives up (about 15 minutes), and an idle
- * session is probed by keepalives. The server's loop thread reads through these sessions
- * (the master's lock check among them), so without the bound one blocked read would stop a
- * cut-off master from ever noticing that it must step down. 2 s is under half the default
- * lease, so the master still steps down before a standby may take over. Keywords before
- * dbname: the URL (expanded from dbname) overrides them. */
+ * session is probed by keepalives. The server's loop thread reads through these sessions (REST
+ * requests, the scheduler's poll, a master's put-back of its jobs as it steps down), so without
+ * the bound one blocked read would stop a cut-off master from ever noticing that it must step
+ * down. 2 s is under half the default lease. Keywords before dbname: the URL (expanded from
+ * dbname) overrides them. */
 static PGconn *connect_pool_session(const pg_store_t *s) {
     static const char *const kw[] = {"keepalives",
                                      "keepalives_idle",

@@ -53,6 +53,10 @@ typedef struct ql_lock_ops {
     /* The holder renews its lease (NULL: a lock without one); called every QL_LOCK_RENEW_MS
      * while held. */
     void (*renew)(ql_lock_t *lock);
+    /* The renewal itself fails once the fencing epoch moved, and still_held reports it (the
+     * PostgreSQL lock): the holder then need not read the epoch itself, a read that would wait
+     * for the network on a master cut off from the database. */
+    bool renewal_checks_epoch;
     void (*release)(ql_lock_t *lock);
     void (*free)(ql_lock_t *lock);
     /* The API address ("host:port") recorded with the holdings (NULL: a lock that records
