@@ -42,10 +42,14 @@
  * test, a round's builds may be of the day after, which is still no other round's. */
 #define OFFSET(r) (3 * (r) + 1)
 #define MAX_OFFSET (OFFSET(ROUNDS) + 2)
-/* The kill comes this long at most after the round's first build is visible. The writer takes
- * 48 builds per transaction, so the first commit leaves at least 52 of the 100 for two more,
- * which take 50 to 200 ms here: most kills land before the last. */
+/* The kill comes a random delay after the round's first build is visible, at most max_delay
+ * ms. The writer takes 48 builds per transaction, so the first commit leaves at least 52 of the
+ * 100 for two more, which take 30 to 200 ms depending on the machine and its load: the bound
+ * starts at MAX_DELAY_MS, shrinks by a quarter after a kill that came after the last commit and
+ * grows by 10 ms after one that came before, so that most kills land in the submissions however
+ * fast they go. */
 #define MAX_DELAY_MS 100
+#define MIN_DELAY_MS 10
 
 static qd_t S[N];
 static char dir[256];
@@ -257,7 +261,7 @@ static int64_t wait_round_jobs(int r, long long n, int timeout_ms, qd_t *startin
     }
 }
 
-static void run_round(ql_store_t *store, int r, int *master) {
+static void run_round(ql_store_t *store, int r, int *master, int64_t *max_delay) {
     round_t *o = &R[r];
     int64_t offset = OFFSET(r);
     o->day = wall_ms() / DAY * DAY - offset * DAY;
@@ -266,7 +270,7 @@ static void run_round(ql_store_t *store, int r, int *master) {
      * this kill, and its start overlaps the scan. */
     qd_t *restarted = r > 0 ? &S[R[r - 1].killed] : NULL;
     int64_t first = wait_round_jobs(r, 1, 20000, restarted);
-    o->delay_ms = rand() % (MAX_DELAY_MS + 1);
+    o->delay_ms = rand() % (*max_delay + 1);
     while (now_ms() < first + o->delay_ms) {
         struct timespec ts = {0, 200 * 1000}; /* the kill's moment, not a wait for a condition */
         nanosleep(&ts, NULL);
@@ -293,6 +297,10 @@ static void run_round(ql_store_t *store, int r, int *master) {
     wait_round_jobs(r, MODELS, 20000, NULL);
     o->committed = round_jobs(o->day, o->kill_ms);
     *master = o->successor;
+    if (o->committed == MODELS)
+        *max_delay = *max_delay * 3 / 4 > MIN_DELAY_MS ? *max_delay * 3 / 4 : MIN_DELAY_MS;
+    else
+        *max_delay = *max_delay + 10 < MAX_DELAY_MS ? *max_delay + 10 : MAX_DELAY_MS;
     fprintf(stderr,
             "pg_dispatch_kill: round %d: day %lld: s%d (pid %ld) killed %lld ms after its first "
             "build: it had committed %lld of %d and logged %d; s%d took over in %lld ms\n",
@@ -435,9 +443,9 @@ Test(pg_dispatch_kill, sigkill_of_the_master_during_submissions_leaves_one_build
         getenv("QL_CRASH_SEED") ? (unsigned)atoi(getenv("QL_CRASH_SEED")) : (unsigned)time(NULL);
     fprintf(stderr, "pg_dispatch_kill: QL_CRASH_SEED=%u\n", seed);
     srand(seed);
-    int64_t began = now_ms();
+    int64_t began = now_ms(), max_delay = MAX_DELAY_MS;
     for (int r = 0; r < ROUNDS; r++)
-        run_round(store, r, &master);
+        run_round(store, r, &master, &max_delay);
     int64_t took = now_ms() - began;
     qd_wait_up(&S[R[ROUNDS - 1].killed]);
 
