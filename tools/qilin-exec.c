@@ -56,6 +56,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,16 +125,38 @@ static void keep_only(int a, int b) {
     close_range((unsigned)hi + 1, ~0U, 0);
 }
 
+/* Whether the server is dead or dying, once the step has ended: its pidfd is readable, or its
+ * main thread, which started the step, is a zombie. A server of several threads (qilind) signals
+ * its pidfd only once its last thread has exited; its main thread's exit sends the step its
+ * PDEATHSIG before that, so the step's end can wake the watcher first. The step's exit waits for
+ * the lock under which the exiting thread became a zombie, so by then the zombie shows in
+ * /proc. The pid still names the server: it is not reused before the pidfd is readable. */
+static bool server_gone(int server_fd, pid_t server) {
+    struct pollfd p = {.fd = server_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) > 0)
+        return true;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)server);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
 /* The watcher's life (see the DESIGN): never returns. */
-static void watch(int server_fd, int step_fd, pid_t group, const char *token) {
+static void watch(int server_fd, int step_fd, pid_t server, pid_t group, const char *token) {
     keep_only(server_fd, step_fd);
     struct pollfd p[2] = {{.fd = server_fd, .events = POLLIN}, {.fd = step_fd, .events = POLLIN}};
     int n;
     do
         n = poll(p, 2, -1);
     while (n < 0 && errno == EINTR);
-    /* The server first (both are readable when the server's death took the step with it). */
-    if (n > 0 && (p[0].revents & (POLLIN | POLLHUP))) {
+    /* The server first: its death may have taken the step with it (see server_gone). */
+    if (n > 0 && ((p[0].revents & (POLLIN | POLLHUP)) || server_gone(server_fd, server))) {
         ql_proc_tokens_t *set = NULL;
         if (ql_proc_tokens_new(&set) == 0 && ql_proc_tokens_add(set, token) == 0)
             ql_proc_kill_tokens(set, NULL);
@@ -163,7 +186,7 @@ static void start_watcher(pid_t server) {
     pid_t mid = fork();
     if (mid == 0) {
         if (fork() == 0)
-            watch(server_fd, step_fd, group, token);
+            watch(server_fd, step_fd, server, group, token);
         _exit(0); /* the watcher is nobody's child of the step's now */
     }
     if (mid > 0) {

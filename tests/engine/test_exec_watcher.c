@@ -15,6 +15,7 @@
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,9 +27,12 @@
 
 #define HELPER QL_BUILD_DIR "/tools/qilin-exec"
 #define DEADLINE_MS 10000
-#define TOKEN "QILIN_STEP_TOKEN=00112233445566778899aabbccddeeff"
+#define TOKEN "QILIN_STEP_TOKEN=00112233445566778899aabbccddee%02x"
 
 static char dir[64], pids_path[128], ended_path[128];
+static char token[64]; /* the step's marker, one per server started: a late watcher of an
+                          earlier one kills only its own step's processes */
+static int servers_started;
 static pid_t server;
 static long kids[2];
 
@@ -67,14 +71,24 @@ static void teardown(void) {
         ql_test_rm_tree(dir);
 }
 
-/* The server: starts the step (sh -c script sh PIDS_PATH) through qilin-exec, waits for it to
+static void *spin(void *arg) {
+    (void)arg;
+    for (volatile unsigned long i = 0;; i++)
+        ;
+    return NULL;
+}
+
+/* The server: starts the step (sh -c script sh PIDS_PATH) through qilin-exec from its main
+ * thread, then `threads` more threads that keep the CPUs busy (as qilind has its writer and
+ * pool threads: a process of several threads dies thread by thread), waits for the step to
  * end, notes that in ended_path and lives on until it is killed. */
-static void start_server(const char *script, bool marked) {
+static void start_server_threads(const char *script, bool marked, int threads) {
     cr_assert_eq(access(HELPER, X_OK), 0, "%s is not built", HELPER);
     cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
     ql_test_tmpdir(dir, sizeof dir, "ql_watcher");
     snprintf(pids_path, sizeof pids_path, "%s/pids", dir);
     snprintf(ended_path, sizeof ended_path, "%s/ended", dir);
+    snprintf(token, sizeof token, TOKEN, servers_started++ & 0xff);
     server = fork(); /* no Criterion call in the children */
     if (server == 0) {
         char parent[32];
@@ -83,10 +97,14 @@ static void start_server(const char *script, bool marked) {
         if (step == 0) {
             setsid(); /* as uv_spawn's UV_PROCESS_DETACHED: the step leads its group */
             if (marked)
-                putenv((char *)TOKEN);
+                putenv(token);
             execl(HELPER, HELPER, "--parent-pid", parent, "--", "/bin/sh", "-c", script, "sh",
                   pids_path, (char *)NULL);
             _exit(127);
+        }
+        for (int i = 0; i < threads; i++) {
+            pthread_t t;
+            pthread_create(&t, NULL, spin, NULL);
         }
         int st;
         waitpid(step, &st, 0);
@@ -99,6 +117,10 @@ static void start_server(const char *script, bool marked) {
             pause();
     }
     cr_assert_gt(server, 0);
+}
+
+static void start_server(const char *script, bool marked) {
+    start_server_threads(script, marked, 0);
 }
 
 static bool cond_pids_written(const void *arg) {
@@ -156,6 +178,25 @@ Test(exec_watcher, a_dead_servers_step_processes_die_with_it_also_outside_the_gr
     wait_for(cond_kids_gone, "the step's grandchildren outlived its server");
     fprintf(stderr, "exec_watcher: grandchildren gone %lld ms after the server's death\n",
             (long long)(ql_test_mono_ms() - t0));
+}
+
+/* The same with a server of several threads, ten times. Its main thread, which started the
+ * step, may exit (sending the step its PDEATHSIG) before the others, and the process's pidfd
+ * is readable only once the last has: the step's end can wake the watcher first, which must
+ * still see that the server is dying (a zombie main thread) and kill. */
+Test(exec_watcher, a_dead_multithreaded_servers_step_processes_die_with_it, .fini = teardown) {
+    for (int round = 0; round < 10; round++) {
+        start_server_threads(long_step, true, 8);
+        wait_for(cond_pids_written, "the step never started its grandchildren");
+        cr_assert(alive(kids[0]) && alive(kids[1]));
+        cr_assert_eq(kill(server, SIGKILL), 0);
+        waitpid(server, NULL, 0);
+        server = 0;
+        wait_for(cond_kids_gone, "the step's grandchildren outlived its server of several threads");
+        ql_test_rm_tree(dir);
+        dir[0] = '\0';
+        kids[0] = kids[1] = 0;
+    }
 }
 
 /* Without a marker there is no watcher (nothing to tell the try's processes by): the one that
