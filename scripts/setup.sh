@@ -12,6 +12,7 @@ packages=(
     zookeeper  # the server for the ZooKeeper tests, started by them; never zookeeperd (a system service on every interface)
     clang libclang-rt-14-dev clang-format
     curl
+    iproute2  # ip: the partition test's network namespace and link (docs/testing.md)
 )
 
 missing=()
