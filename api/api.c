@@ -136,6 +136,15 @@ bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
                               accept);
         return false;
     }
+    if ((flags & API_WRITE) && ql_http_req_role(req) != QL_AUTH_ROLE_ADMIN) {
+        const char *user = ql_http_req_user(req);
+        ql_api_fail(req, QL_EFORBIDDEN,
+                    "user %s has the role %s, which may read only: %s %s changes the store and "
+                    "needs a user whose role is ADMIN (qilin.server.users)",
+                    user ? user : "-", ql_auth_role_name(ql_http_req_role(req)),
+                    ql_http_req_method(req), ql_http_req_path(req));
+        return false;
+    }
     if ((flags & API_WRITE) && !api->writes_allowed) {
         ql_api_fail(req, QL_EMODE,
                     "this server runs in mode '%s' (kylin.server.mode) and serves reads only: "
@@ -446,7 +455,8 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         if ((rc = ql_api_routes_projects(api)) || (rc = ql_api_routes_models(api)) ||
             (rc = ql_api_routes_segments(api)) || (rc = ql_api_routes_jobs(api)) ||
             (rc = ql_api_routes_job_actions(api)) || (rc = ql_api_routes_adhoc(api)) ||
-            (rc = ql_api_routes_status(api)))
+            (rc = ql_api_routes_status(api)) || (rc = ql_api_routes_ui(api)) ||
+            (rc = ql_api_routes_console(api)))
             ql_err_set(err, rc, "cannot register the routes: %s", ql_strerror(rc));
     }
     if (!rc) {

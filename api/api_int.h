@@ -400,6 +400,21 @@ int ql_api_routes_jobs(ql_api_t *api);
 int ql_api_routes_job_actions(ql_api_t *api);
 int ql_api_routes_adhoc(ql_api_t *api);
 int ql_api_routes_status(ql_api_t *api);
+int ql_api_routes_ui(ql_api_t *api);
+int ql_api_routes_console(ql_api_t *api);
+
+/* ---- the web console (api_ui.c) ------------------------------------------------------- */
+
+/* The Content-Security-Policy of every /ui answer. */
+extern const char ql_api_ui_csp[];
+/* The next instant at which model's automatic build triggers in zone (an IANA name) after
+ * now, epoch ms; 0 when it has no enabled schedule (or the zone cannot be loaded). */
+int64_t ql_api_next_trigger(const ql_model_t *m, const char *zone, int64_t now);
+/* The time zone of project p (its kylin.web.timezone, else the server's, else UTC) into buf. */
+void ql_api_project_zone(ql_api_t *api, const ql_project_t *p, char *buf, size_t cap);
+
+/* Whether an If-None-Match value (NULL: none) names etag (with its quotes) or is "*". Pure. */
+bool ql_api_etag_matches(const char *if_none_match, const char *etag);
 
 #define QL_API_BASE "/kylin/api"
 
