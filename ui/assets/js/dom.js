@@ -27,9 +27,9 @@ export function clear(el, ...children) {
 
 const SYM = {
   READY: '✓', FINISHED: '✓', SUCCEED: '✓', COVERED: '✓',
-  WARNING: '⚠', COVERED_WITH_WARNING: '⚠', PARTIAL_OVERLAP: '◐', BLOCKED: '⛔',
+  WARNING: '⚠', COVERED_WITH_WARNING: '⚠', PARTIAL_OVERLAP: '◐', BLOCKED: '⊗',
   NEW: '◌', PENDING: '…', RUNNING: '▶', IN_PROGRESS: '▶', SUBMITTED: '➚',
-  ERROR: '✕', RETRYABLE_FAILURE: '↻', DISCARDED: '⊘', STOPPED: '⏸', SKIPPED: '–', SKIP: '–',
+  ERROR: '✕', RETRYABLE_FAILURE: '↻', DISCARDED: '⊘', STOPPED: '‖', SKIPPED: '–', SKIP: '–',
 };
 
 // A status in words with a symbol; the colour only repeats what the text says.

@@ -155,6 +155,7 @@ export class Timeline {
     ctx.font = '12px system-ui, sans-serif';
     ctx.textBaseline = 'middle';
     let drawn = 0;
+    const thin = []; // bars under 4 px that are not READY: drawn after, solid and 3 px wide
     for (let i = this.firstFrom(this.t0); i < this.segs.length; i++) {
       const s = this.segs[i];
       if (s.start >= this.t1) break;
@@ -162,12 +163,14 @@ export class Timeline {
       const x1 = Math.max(this.x(s.start, w), -2), x2 = Math.min(this.x(s.end, w), w + 2);
       const y = this.laneY(s.lane);
       const bw = Math.max(x2 - x1, 1);
+      if (bw < 4 && s.status !== 'READY') thin.push([s, x1, y]);
       ctx.fillStyle = this.fills[s.status] || '#888';
       ctx.fillRect(x1, y, bw, LANE_H);
       if (bw > 5) { ctx.fillStyle = '#fff'; ctx.fillRect(x2 - 1, y, 1, LANE_H); }
       if (bw > 70) this.label(ctx, s, x1, bw, y);
       drawn++;
     }
+    for (const [s, x1, y] of thin) { ctx.fillStyle = COLORS[s.status] || '#888'; ctx.fillRect(x1 - 1, y, 3, LANE_H); }
     ctx.fillStyle = '#c62828';
     const gy = this.gapY() + 3;
     for (const g of this.gaps) {
@@ -187,8 +190,12 @@ export class Timeline {
   label(ctx, s, x1, bw, y) {
     ctx.save();
     ctx.beginPath(); ctx.rect(x1, y, bw, LANE_H); ctx.clip();
-    const p = parts(s.start, this.zone);
-    const day = `${p.y}-${String(p.mo).padStart(2, '0')}-${String(p.d).padStart(2, '0')}`;
+    if (!s.day || s.dayZone !== this.zone) {
+      const p = parts(s.start, this.zone);
+      s.day = `${p.y}-${String(p.mo).padStart(2, '0')}-${String(p.d).padStart(2, '0')}`;
+      s.dayZone = this.zone;
+    }
+    const day = s.day;
     const text = bw > 150 ? `${s.status} ${day}` : s.status;
     ctx.fillStyle = '#fff';
     ctx.fillRect(x1 + 3, y + 9, ctx.measureText(text).width + 6, 16);
@@ -312,6 +319,18 @@ export class Timeline {
     this.onSelect(s, [...this.selected].map((id) => this.segs.find((x) => x.id === id)));
   }
 
+  selectId(id, add) {
+    const i = this.segs.findIndex((s) => s.id === id);
+    if (i >= 0) this.select(i, add);
+  }
+
+  // Centers the view on t, zooming in to a month when the view is wider.
+  center(t) {
+    const span = Math.min(this.t1 - this.t0, SPANS.Month);
+    this.setView(t - span / 2, t + span / 2);
+    this.render();
+  }
+
   moveCursor(delta) {
     if (!this.segs.length) return;
     const i = Math.min(Math.max((this.cursor < 0 ? (delta > 0 ? -1 : this.segs.length) : this.cursor) + delta, 0), this.segs.length - 1);
@@ -369,6 +388,7 @@ export class Timeline {
         PageDown: () => this.pan(0.5), PageUp: () => this.pan(-0.5),
         Home: () => this.moveCursor(-this.segs.length), End: () => this.moveCursor(this.segs.length),
         ' ': () => this.select(this.cursor, true), Enter: () => this.select(this.cursor, false),
+        Escape: () => { this.selected.clear(); this.render(); this.onSelect(null, []); },
       };
       const f = keys[e.key];
       if (f) { e.preventDefault(); f(); }

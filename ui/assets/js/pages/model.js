@@ -27,7 +27,7 @@ function decisionCard(d, m, zone, reload) {
       ['Target range', d.target_end ? `${time(d.target_start, zone)} → ${time(d.target_end, zone)}` : '–'],
       ['Reason', d.reason || '–'],
       d.message && d.message !== d.reason ? ['Message', d.message] : null,
-      ['Related segments', rel.length ? h('span', { class: 'mono' }, rel.join(', '), d.related_segments_count > rel.length ? ` (+${d.related_segments_count - rel.length})` : '') : '–'],
+      ['Related segments', d.from_cache ? 'not listed: the cycle was complete at an earlier scan (the cycle cache)' : rel.length ? h('span', { class: 'mono' }, rel.join(', '), d.related_segments_count > rel.length ? ` (+${d.related_segments_count - rel.length})` : '') : '–'],
       d.job_id ? ['Job', link(`/ui/jobs/${enc(d.job_id)}?project=${enc(d.project)}`, d.job_id)] : null,
       ['Evaluated at', time(d.evaluated_at, zone)],
       ['Next trigger', time(d.next_trigger, zone)],
@@ -45,9 +45,9 @@ export async function render(main, [project, name], query, current) {
   clear(main, page(name, link('/ui/projects', 'Projects'), ' / ', link(`/ui/projects/${enc(project)}`, project), ' / ', name),
     h('h1', {}, `Model ${name}`), decision, tlCard, panel, table);
 
-  let model = null, zone = 'UTC', segs = [], chosen = [], gap = null, ticks = 0;
+  let model = null, zone = 'UTC', segs = [], chosen = [], gap = null, ticks = 0, jobTimer = 0;
   const canvas = h('canvas', { id: 'timeline', tabindex: '0', role: 'img',
-    'aria-label': 'Segment timeline. Left and right arrows move between segments, plus and minus zoom, Page Up and Page Down pan, Space adds a segment to the selection.' });
+    'aria-label': 'Segment timeline. Left and right arrows move between segments, plus and minus zoom, Page Up and Page Down pan, Space adds a segment to the selection, Escape clears it.' });
   const tip = h('div', { class: 'tip', hidden: true, id: 'tl-tip' });
   const summary = h('p', { id: 'tl-summary' });
   const zoomBar = h('div', { class: 'toolbar zoom', role: 'group', 'aria-label': 'Zoom' });
@@ -73,20 +73,28 @@ export async function render(main, [project, name], query, current) {
         tl.zoomTo(span, sel ? (sel.start + sel.end) / 2 : undefined);
       } }, label));
   }
+  const goto = h('input', { type: 'date', id: 'tl-goto', 'aria-label': 'Go to date' });
   zoomBar.append(h('button', { type: 'button', 'aria-label': 'Earlier', onclick: () => tl.pan(-0.5) }, '◀ Earlier'),
-    h('button', { type: 'button', 'aria-label': 'Later', onclick: () => tl.pan(0.5) }, 'Later ▶'));
+    h('button', { type: 'button', 'aria-label': 'Later', onclick: () => tl.pan(0.5) }, 'Later ▶'),
+    h('form', { class: 'form', onsubmit: (e) => {
+      e.preventDefault();
+      const t = parseLocal(goto.value, zone);
+      if (!Number.isNaN(t)) tl.center(t + 12 * 3600e3);
+    } }, goto, h('button', { type: 'submit', id: 'tl-go' }, 'Go')));
   const legend = h('div', { class: 'legend', 'aria-hidden': 'true' },
     ['READY', 'WARNING', 'NEW', 'GAP'].map((s) => h('span', {}, swatch(s), s === 'GAP' ? 'gap (no segment)' : s === 'NEW' ? 'NEW (building; a refresh or merge sits above its sources)' : s)));
   clear(tlCard, h('h2', { id: 'tl-h' }, 'Segments'), zoomBar, legend, h('div', { class: 'tl' }, canvas, tip), summary);
 
   function showTable() {
     const inView = [];
-    for (const s of tl.segs) if (s.end > tl.t0 && s.start < tl.t1) { inView.push(s); if (inView.length >= 200) break; }
+    for (const s of tl.segs) if (s.end > tl.t0 && s.start < tl.t1) { inView.push(s); if (inView.length >= 50) break; }
     clear(table, h('h2', { id: 'segs-h' }, 'Segments in view'),
-      h('p', { class: 'muted' }, inView.length >= 200 ? 'The first 200 in view; zoom in for others.' : `${inView.length} in view.`),
+      h('p', { class: 'muted' }, inView.length >= 50 ? 'The first 50 in view; zoom in for others.' : `${inView.length} in view.`),
       h('div', { class: 'scroll' }, h('table', { id: 'segments' },
-        h('thead', {}, h('tr', {}, h('th', {}, 'Status'), h('th', {}, `Start (${zone})`), h('th', {}, 'End'), h('th', { class: 'hide-narrow' }, 'Name'), h('th', {}, 'Job'))),
+        h('thead', {}, h('tr', {}, h('th', {}, h('span', { class: 'sr' }, 'Select')), h('th', {}, 'Status'), h('th', {}, `Start (${zone})`), h('th', {}, 'End'), h('th', { class: 'hide-narrow' }, 'Name'), h('th', {}, 'Job'))),
         h('tbody', {}, inView.map((s) => h('tr', { dataset: { segment: s.id }, class: chosen.some((c) => c.id === s.id) ? 'sel' : '' },
+          h('td', {}, h('input', { type: 'checkbox', 'aria-label': `Select ${s.name}`, checked: chosen.some((c) => c.id === s.id),
+            onchange: () => tl.selectId(s.id, true) })),
           h('td', {}, badge(s.status)), h('td', { class: 'mono' }, time(s.start, zone)), h('td', { class: 'mono' }, time(s.end, zone)),
           h('td', { class: 'mono hide-narrow' }, s.name),
           h('td', {}, s.job_id ? link(`/ui/jobs/${enc(s.job_id)}?project=${enc(project)}`, s.job_id.slice(0, 8)) : '–')))))));
@@ -153,10 +161,15 @@ export async function render(main, [project, name], query, current) {
       ['Id', h('span', { class: 'mono' }, s.id)],
       ['Built', time(s.last_build_time, zone)],
     ]), h('h3', {}, 'Its job'), h('p', { class: 'muted' }, 'Loading…'), acts, buildForm());
-    try {
-      const j = await liveJob(s);
-      if (current() && chosen[chosen.length - 1] === s) panel.querySelector('h3 + p')?.replaceWith(j);
-    } catch (e) { sayError(e, 'The segment\'s job'); }
+    showTable();
+    // Looked up once the selection rests (arrow keys held down move through many segments).
+    clearTimeout(jobTimer);
+    jobTimer = setTimeout(async () => {
+      try {
+        const j = await liveJob(s);
+        if (current() && chosen[chosen.length - 1] === s) panel.querySelector('h3 + p')?.replaceWith(j);
+      } catch (e) { sayError(e, 'The segment\'s job'); }
+    }, 200);
   }
 
   async function load() {
