@@ -109,10 +109,12 @@ async function login(page, user) {
 async function shot(page, name) {
   const pageErrors = errors.length;
   await page.setViewport({ width: 1280, height: 900 });
+  await page.evaluate(() => window.scrollTo(0, 0));
   await new Promise((r) => setTimeout(r, 150));
   await page.screenshot({ path: join(shots, `${name}-wide.png`), fullPage: false });
   await page.setViewport({ width: 420, height: 860 });
   await new Promise((r) => setTimeout(r, 150));
+  await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: join(shots, `${name}-narrow.png`), fullPage: false });
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
   check(overflow <= 1, `${name}: no horizontal scrolling of the page at 420 px`, `${overflow} px too wide`);
@@ -203,6 +205,10 @@ async function run() {
     return d.value.find((j) => j.target_segments.length) || null;
   });
   check(!!refresh, 'model: Refresh in the console made an INDEX_REFRESH job (REST)', lastId);
+  await page.waitForFunction(() => /NEW/.test(document.getElementById('tl-summary').textContent), { timeout: 5000 });
+  check(await page.$eval('#timeline', (c) => c.style.height !== '') && (await text(page, '#tl-summary')).includes('1 NEW'),
+    'model: the refresh\'s NEW segment appears on the open page');
+  await shot(page, 'model-refresh');
   // A refusal is shown with the server's message: merge two segments across a gap.
   const first = (await rest('GET', '/models/orders/segments?project=shop&page_size=1000')).value;
   const [before, after] = [first[998], first[999]]; // the days either side of the first gap

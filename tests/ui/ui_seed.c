@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
         spec.now = now + i * 1000;
         if ((rc = ql_meta_submit_build(txn, &orders, start, start + DAY_MS, &spec, &job, NULL,
                                        &err)) ||
-            (rc = ql_job_force_finish(txn, &job, QL_SUCCEED, i % 500 == 250, spec.now, &err)))
+            (rc = ql_job_force_finish(txn, &job, QL_SUCCEED, i % 500 == 495, spec.now, &err)))
             return fail("build", rc, &err);
         if (built % PER_TXN == 0 &&
             ((rc = ql_txn_commit(txn)) || (rc = ql_txn_begin(store, true, &txn))))

@@ -14,6 +14,25 @@ function status(text) {
   if (el) el.textContent = text;
 }
 
+// A reload rebuilds part of the page: the element that had the focus is found again by its id,
+// or by its action, label and row, so the keyboard does not lose its place every second.
+function focusKey() {
+  const a = document.activeElement;
+  if (!a || a === document.body || a.id === 'main') return null;
+  const row = a.closest('tr');
+  return { id: a.id, tag: a.tagName, text: a.textContent, row: row ? JSON.stringify(row.dataset) : '' };
+}
+
+function refocus(k) {
+  if (!k || (document.activeElement && document.activeElement !== document.body)) return;
+  let el = k.id ? document.getElementById(k.id) : null;
+  if (!el) {
+    el = [...document.querySelectorAll(`main ${k.tag}`)].find((e) => e.textContent === k.text &&
+      JSON.stringify((e.closest('tr') || {}).dataset || {}) === (k.row || '{}')) || null;
+  }
+  if (el) el.focus({ preventScroll: true });
+}
+
 async function tick() {
   const w = current;
   if (!w || busy || document.hidden) return;
@@ -23,8 +42,10 @@ async function tick() {
     if (w !== current) return;
     const changed = w.token !== null && d.token !== w.token;
     w.token = d.token;
+    const k = focusKey();
     if (changed) await w.onChange();
     else if (w.onTick) await w.onTick();
+    refocus(k);
     status('● live');
   } catch (e) {
     status('○ offline');

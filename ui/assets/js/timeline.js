@@ -167,7 +167,7 @@ export class Timeline {
       ctx.fillStyle = this.fills[s.status] || '#888';
       ctx.fillRect(x1, y, bw, LANE_H);
       if (bw > 5) { ctx.fillStyle = '#fff'; ctx.fillRect(x2 - 1, y, 1, LANE_H); }
-      if (bw > 70) this.label(ctx, s, x1, bw, y);
+      if (bw > 16) this.label(ctx, s, x1, bw, y);
       drawn++;
     }
     for (const [s, x1, y] of thin) { ctx.fillStyle = COLORS[s.status] || '#888'; ctx.fillRect(x1 - 1, y, 3, LANE_H); }
@@ -190,13 +190,13 @@ export class Timeline {
   label(ctx, s, x1, bw, y) {
     ctx.save();
     ctx.beginPath(); ctx.rect(x1, y, bw, LANE_H); ctx.clip();
-    if (!s.day || s.dayZone !== this.zone) {
+    if (bw > 150 && (!s.day || s.dayZone !== this.zone)) {
       const p = parts(s.start, this.zone);
       s.day = `${p.y}-${String(p.mo).padStart(2, '0')}-${String(p.d).padStart(2, '0')}`;
       s.dayZone = this.zone;
     }
-    const day = s.day;
-    const text = bw > 150 ? `${s.status} ${day}` : s.status;
+    // Room decides: status and date, the status, or its letter (the legend gives the letters).
+    const text = bw > 150 ? `${s.status} ${s.day}` : bw > 70 ? s.status : s.status[0];
     ctx.fillStyle = '#fff';
     ctx.fillRect(x1 + 3, y + 9, ctx.measureText(text).width + 6, 16);
     ctx.fillStyle = '#111';

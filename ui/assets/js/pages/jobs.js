@@ -52,7 +52,8 @@ export async function render(main, params, query, current) {
     if (!current()) return;
     const pages = Math.max(1, Math.ceil(d.total_size / PAGE));
     const rows = d.value.map((j) => h('tr', { dataset: { job: j.id, status: j.job_status } },
-      h('td', {}, link(`/ui/jobs/${enc(j.id)}?project=${enc(j.project)}`, h('span', { class: 'mono small' }, j.id))),
+      h('td', {}, link(`/ui/jobs/${enc(j.id)}?project=${enc(j.project)}`, h('span', { class: 'mono small hide-narrow' }, j.id),
+        h('span', { class: 'mono small show-narrow', title: j.id }, `…${j.id.slice(-8)}`))),
       h('td', {}, j.job_name), h('td', {}, badge(j.job_status)),
       h('td', { class: 'hide-narrow' }, j.project),
       h('td', {}, j.target_subject ? link(`/ui/projects/${enc(j.project)}/models/${enc(j.target_subject)}`, j.target_subject) : '–'),

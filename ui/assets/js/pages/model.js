@@ -82,7 +82,8 @@ export async function render(main, [project, name], query, current) {
       if (!Number.isNaN(t)) tl.center(t + 12 * 3600e3);
     } }, goto, h('button', { type: 'submit', id: 'tl-go' }, 'Go')));
   const legend = h('div', { class: 'legend', 'aria-hidden': 'true' },
-    ['READY', 'WARNING', 'NEW', 'GAP'].map((s) => h('span', {}, swatch(s), s === 'GAP' ? 'gap (no segment)' : s === 'NEW' ? 'NEW (building; a refresh or merge sits above its sources)' : s)));
+    ['READY', 'WARNING', 'NEW', 'GAP'].map((s) => h('span', {}, swatch(s), s === 'GAP' ? 'gap (no segment)'
+      : s === 'NEW' ? 'NEW, N (building; a refresh or merge sits above its sources)' : `${s}, ${s[0]}`)));
   clear(tlCard, h('h2', { id: 'tl-h' }, 'Segments'), zoomBar, legend, h('div', { class: 'tl' }, canvas, tip), summary);
 
   function showTable() {
@@ -97,7 +98,7 @@ export async function render(main, [project, name], query, current) {
             onchange: () => tl.selectId(s.id, true) })),
           h('td', {}, badge(s.status)), h('td', { class: 'mono' }, time(s.start, zone)), h('td', { class: 'mono' }, time(s.end, zone)),
           h('td', { class: 'mono hide-narrow' }, s.name),
-          h('td', {}, s.job_id ? link(`/ui/jobs/${enc(s.job_id)}?project=${enc(project)}`, s.job_id.slice(0, 8)) : '–')))))));
+          h('td', {}, s.job_id ? link(`/ui/jobs/${enc(s.job_id)}?project=${enc(project)}`, h('span', { class: 'mono small', title: s.job_id }, `…${s.job_id.slice(-8)}`)) : '–')))))));
   }
 
   async function liveJob(s) {
@@ -167,7 +168,7 @@ export async function render(main, [project, name], query, current) {
     jobTimer = setTimeout(async () => {
       try {
         const j = await liveJob(s);
-        if (current() && chosen[chosen.length - 1] === s) panel.querySelector('h3 + p')?.replaceWith(j);
+        if (current() && chosen[chosen.length - 1]?.id === s.id) panel.querySelector('h3 + p')?.replaceWith(j);
       } catch (e) { sayError(e, 'The segment\'s job'); }
     }, 200);
   }
