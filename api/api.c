@@ -505,6 +505,13 @@ int ql_api_listen(ql_api_t *api, const char *hostport, ql_err_t *err) {
     bool loopback = ql_http_server_is_loopback(api->server);
     if ((rc = ql_auth_check_listen(api->auth, loopback, err)))
         return rc;
+    int port = 0;
+    ql_http_server_port(api->server, &port);
+    char address[300];
+    const char *colon = strrchr(hostport, ':');
+    snprintf(address, sizeof address, "%.*s:%d", colon ? (int)(colon - hostport) : 0, hostport,
+             port);
+    ql_api_presence_start(api, address);
     /* Allowed, since an operator configured it, but never silently: every local user knows it. */
     if (ql_auth_uses_default_password(api->auth))
         ql_log(api->log, QL_LOG_WARN, "api",
@@ -543,6 +550,7 @@ void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
     if (api->closing)
         return;
     api->closing = true;
+    ql_api_presence_stop(api);
     api->close_done = done;
     api->close_arg = arg;
     /* Verifications in flight answer their requests with 503 once they finish; the router
@@ -558,6 +566,7 @@ void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
 void ql_api_free(ql_api_t *api) {
     if (!api)
         return;
+    ql_api_presence_stop(api);
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
     ql_api_hosts_free(&api->hosts);

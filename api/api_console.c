@@ -92,9 +92,10 @@ static void h_cluster(ql_http_req_t *req, void *arg) {
      * it every second); a query server never looks at the lock. */
     json_t *m =
         json_pack("{s:b, s:s}", "this_server", master, "holder", master ? api->server_id : holder);
-    json_t *d = json_pack("{s:o, s:o, s:I, s:o, s:o, s:I}", "server", self, "master", m,
-                          "fencing_epoch", (json_int_t)epoch, "store", store_json(api), "jobs",
-                          jobs ? jobs : json_object(), "now", (json_int_t)ql_api_now(api));
+    json_t *d = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:I}", "server", self, "master", m,
+                          "servers", ql_api_presence_list(api), "fencing_epoch", (json_int_t)epoch,
+                          "store", store_json(api), "jobs", jobs ? jobs : json_object(), "now",
+                          (json_int_t)ql_api_now(api));
     ql_api_ok(req, d, NULL);
 }
 

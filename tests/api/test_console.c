@@ -273,3 +273,71 @@ Test(console, the_decision_gives_the_project_zone_and_the_next_trigger, .fini = 
     json_decref(d);
     qd_stop_ok(&q, 10000);
 }
+
+/* The servers array of GET /cluster on q2 (new reference). */
+static json_t *servers_of(qd_t *on) {
+    json_t *d = api_ok(on, "GET", "/kylin/api/cluster", NULL);
+    json_t *s = json_incref(json_object_get(d, "servers"));
+    json_decref(d);
+    return s;
+}
+
+static const char *role_of(json_t *servers, long pid) {
+    size_t i;
+    json_t *s;
+    json_array_foreach(servers, i, s) {
+        if (json_integer_value(json_object_get(s, "pid")) == pid)
+            return json_string_value(json_object_get(s, "role"));
+    }
+    return NULL;
+}
+
+static qd_t q2;
+
+static void teardown2(void) {
+    if (q2.pid > 0) {
+        kill(q2.pid, SIGKILL);
+        qd_wait_exit(&q2, 5000);
+    }
+    qd_cleanup(&q);
+}
+
+Test(console, cluster_lists_the_servers_of_the_data_directory_and_drops_a_dead_one,
+     .fini = teardown2) {
+    qd_init(&q);
+    qd_start(&q, NULL);
+    /* A second server on the same data directory: a standby. */
+    memset(&q2, 0, sizeof q2);
+    snprintf(q2.dir, sizeof q2.dir, "%s", q.dir);
+    snprintf(q2.data, sizeof q2.data, "%s", q.data);
+    snprintf(q2.log, sizeof q2.log, "%s/qilind2.log", q.dir);
+    const char *args[] = {"--data", q.data,
+                          "--set",  "qilin.server.listen=127.0.0.1:0",
+                          "--set",  "qilin.jobs.templates=" QL_SOURCE_DIR "/conf/jobs.yaml",
+                          NULL};
+    cr_assert(qd_spawn(&q2, args));
+    json_t *a = servers_of(&q), *b = servers_of(&q2);
+    cr_assert_eq(json_array_size(a), 2);
+    cr_assert_eq(json_array_size(b), 2);
+    cr_assert_str_eq(role_of(a, q.pid), "master");
+    cr_assert_str_eq(role_of(a, q2.pid), "standby");
+    cr_assert_str_eq(role_of(b, q.pid), "master", "the standby names the master too");
+    cr_assert_str_eq(role_of(b, q2.pid), "standby");
+    json_decref(a);
+    json_decref(b);
+    /* A killed server holds no lock on its file: it is dropped (and its file removed). */
+    kill(q2.pid, SIGKILL);
+    cr_assert(qd_wait_exit(&q2, 5000));
+    a = servers_of(&q);
+    cr_assert_eq(json_array_size(a), 1);
+    cr_assert(json_is_true(json_object_get(json_array_get(a, 0), "this_server")));
+    json_decref(a);
+    char stale[400];
+    snprintf(stale, sizeof stale, "%s/servers/server-%ld.json", q.data, (long)q2.pid);
+    cr_assert_neq(access(stale, F_OK), 0, "the dead server's file is still there");
+    long pid = (long)q.pid;
+    qd_stop_ok(&q, 10000);
+    /* A server that stops takes its file back. */
+    snprintf(stale, sizeof stale, "%s/servers/server-%ld.json", q.data, pid);
+    cr_assert_neq(access(stale, F_OK), 0);
+}

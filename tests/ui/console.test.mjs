@@ -263,17 +263,24 @@ async function run() {
   // A change made through REST shows within 2 s: a new build appears on the job list.
   await go(page, '/ui/jobs?project=shop', '#jobs tbody tr');
   await new Promise((r) => setTimeout(r, 1200)); // the page has its first token
-  const t1 = Date.now();
-  const added = (await rest('POST', '/models/live/segments', { project: 'shop', start: D2026 + 5 * DAY, end: D2026 + 6 * DAY })).jobs[0].job_id;
-  await page.waitForSelector(`#jobs tr[data-job="${added}"]`, { timeout: 5000 });
-  figures.live_update_ms = Date.now() - t1;
-  check(figures.live_update_ms < LIVE_BUDGET_MS, `live: a build made through REST listed after ${figures.live_update_ms} ms (< ${LIVE_BUDGET_MS})`);
+  // Five builds at different moments of the poll's cycle: each must show within the budget.
+  const lags = [];
+  for (let i = 0; i < 5; i++) {
+    await new Promise((r) => setTimeout(r, 230 * i));
+    const t1 = Date.now();
+    const added = (await rest('POST', '/models/live/segments', { project: 'shop', start: D2026 + (5 + i) * DAY, end: D2026 + (6 + i) * DAY })).jobs[0].job_id;
+    await page.waitForSelector(`#jobs tr[data-job="${added}"]`, { timeout: 5000 });
+    lags.push(Date.now() - t1);
+  }
+  figures.live_update_ms = lags;
+  check(Math.max(...lags) < LIVE_BUDGET_MS, `live: builds made through REST listed after ${lags.join(', ')} ms (< ${LIVE_BUDGET_MS})`);
 
   // The cluster.
   await go(page, '/ui/cluster', '#epoch');
   const cl = await rest('GET', '/cluster');
   check((await text(page, '#epoch')) === String(cl.fencing_epoch) && (await text(page, '#master')).includes('this server'), 'cluster: master and fencing epoch');
   check(!!(await page.$('#store-meter')), 'cluster: the store against its limit');
+  check(await page.$$eval('#servers tr[data-role="master"]', (r) => r.length) === 1, 'cluster: the servers of the data directory, one master');
   await shot(page, 'cluster');
   // Deep links and the back button.
   await page.goto(`${base}/ui/projects/shop/models/broken`);

@@ -29,6 +29,7 @@ const SYM = {
   READY: '✓', FINISHED: '✓', SUCCEED: '✓', COVERED: '✓',
   WARNING: '⚠', COVERED_WITH_WARNING: '⚠', PARTIAL_OVERLAP: '◐', BLOCKED: '⊗',
   NEW: '◌', PENDING: '…', RUNNING: '▶', IN_PROGRESS: '▶', SUBMITTED: '➚',
+  MASTER: '★', STANDBY: '○', QUERY: '?',
   ERROR: '✕', RETRYABLE_FAILURE: '↻', DISCARDED: '⊘', STOPPED: '‖', SKIPPED: '–', SKIP: '–',
 };
 

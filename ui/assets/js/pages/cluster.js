@@ -20,9 +20,8 @@ export async function render(main, params, query, current) {
         ['Version', d.server.version], ['Scheduler', d.server.scheduler_active ? `running ${d.server.running_jobs} job(s)` : 'not running here'],
         ['Dispatcher', d.server.dispatcher_active ? `${d.server.dispatcher_scans} scans` : 'not running here'],
       ])),
-      h('section', { class: 'card', id: 'master' }, h('h2', {}, 'Master and standbys'), kv([
+      h('section', { class: 'card', id: 'master' }, h('h2', {}, 'Master'), kv([
         ['Master', d.master.this_server ? `${d.master.holder} (this server)` : d.master.holder || 'unknown from this server'],
-        ['Standbys', d.server.role === 'standby' ? `${d.server.id} (this server); others do not announce themselves` : 'servers that wait for the job engine lock do not announce themselves; each one\'s Cluster page says it is a standby'],
         ['Fencing epoch', h('span', { id: 'epoch' }, String(d.fencing_epoch))],
       ])),
       h('section', { class: 'card', id: 'store' }, h('h2', {}, 'Store'), kv([
@@ -32,7 +31,16 @@ export async function render(main, params, query, current) {
         ['File', bytes(s.file_bytes)],
       ])),
       h('section', { class: 'card', id: 'jobs-by-state' }, h('h2', {}, 'Jobs by state'), kv(Object.entries(d.jobs).map(([k, v]) => [badge(k), String(v)]))),
-    ), h('p', { class: 'muted' }, `As of ${time(d.now, 'UTC')} UTC.`));
+    ), h('section', { class: 'card', 'aria-labelledby': 'servers-h' }, h('h2', { id: 'servers-h' }, 'Servers of this data directory'),
+      h('div', { class: 'scroll' }, h('table', { id: 'servers' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Server'), h('th', {}, 'Role'), h('th', {}, 'Address'), h('th', {}, 'Mode'),
+          h('th', { class: 'num' }, 'Pid'), h('th', {}, 'Started (UTC)'))),
+        h('tbody', {}, (d.servers || []).map((s) => h('tr', { dataset: { server: s.id, role: s.role } },
+          h('td', {}, s.id, s.this_server ? ' (this server)' : ''), h('td', {}, badge(s.role.toUpperCase())),
+          h('td', { class: 'mono' }, s.address), h('td', {}, s.mode), h('td', { class: 'num' }, String(s.pid)),
+          h('td', { class: 'mono' }, time(s.started, 'UTC'))))))),
+      h('p', { class: 'muted' }, 'Servers on other hosts (a shared PostgreSQL store) keep data directories of their own: their own Cluster page shows them.')),
+    h('p', { class: 'muted' }, `As of ${time(d.now, 'UTC')} UTC.`));
   };
   await load();
   watch({}, load, load);
