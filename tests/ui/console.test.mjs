@@ -151,8 +151,23 @@ async function run() {
   const admin = await browser.createBrowserContext();
   const page = await newPage(admin);
 
-  // Login and the projects page.
-  await login(page, ADMIN);
+  // A wrong password is refused in the page (no browser prompt: the console sends its own
+  // Authorization header with credentials 'omit'), then the login and the projects page.
+  await page.goto(`${base}/ui/projects/shop`);
+  await page.waitForSelector('#password');
+  await page.$eval('#user', (el) => { el.value = ''; });
+  await page.type('#user', ADMIN[0]);
+  await page.type('#password', 'wrong');
+  expected.push(/status of 401 \(Unauthorized\)/);
+  await page.click('button[type=submit]');
+  await page.waitForFunction(() => /Wrong user name or password/.test(document.getElementById('login-error').textContent));
+  check(true, 'login: a wrong password is refused in the page');
+  expected.pop();
+  await page.$eval('#password', (el) => { el.value = ''; });
+  await page.type('#password', ADMIN[1]);
+  await Promise.all([page.waitForSelector('#models'), page.click('button[type=submit]')]);
+  check(new URL(page.url()).pathname === '/ui/projects/shop', 'login: back to the page asked for');
+  await go(page, '/ui/projects', '#projects');
   check((await text(page, '#projects')).includes('shop'), 'projects: shop is listed');
   check((await text(page, '#who-role')) === 'ADMIN', 'the header names the role');
   await shot(page, 'projects');
@@ -227,6 +242,7 @@ async function run() {
   await page.waitForSelector('#banner:not([hidden])');
   const banner = await text(page, '#banner-text');
   check(/Merge: .*(contiguous|QL-00016)/.test(banner), 'model: a refused merge shows the server\'s message', banner);
+  expected.pop();
 
   // Jobs: filters, paging, steps, actions.
   await go(page, '/ui/jobs?project=shop', '#jobs tbody tr');
