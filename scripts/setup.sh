@@ -8,7 +8,8 @@ packages=(
     libuv1-dev liblmdb-dev lmdb-utils libmsgpack-dev libyaml-dev libcriterion-dev
     libicu-dev libcctz-dev tzdata libjansson-dev libhttp-parser-dev
     libcurl4-openssl-dev libzookeeper-mt-dev libsodium-dev
-    postgresql-15 postgresql-contrib libpq-dev
+    postgresql-15 postgresql-contrib libpq-dev pgbouncer
+    zookeeper  # the server for the ZooKeeper tests, started by them; never zookeeperd (a system service on every interface)
     clang libclang-rt-14-dev clang-format
     curl
     chromium
