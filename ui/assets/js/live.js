@@ -11,7 +11,7 @@ let busy = false;
 
 function status(text) {
   const el = document.getElementById('live');
-  if (el) el.textContent = text;
+  if (el && el.textContent !== text) el.textContent = text; // announced only when it changes
 }
 
 // A reload rebuilds part of the page: the element that had the focus is found again by its id,

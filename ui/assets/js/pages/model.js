@@ -46,7 +46,7 @@ export async function render(main, [project, name], query, current) {
     h('h1', {}, `Model ${name}`), decision, tlCard, panel, table);
 
   let model = null, zone = 'UTC', segs = [], chosen = [], gap = null, ticks = 0, jobTimer = 0;
-  const canvas = h('canvas', { id: 'timeline', tabindex: '0', role: 'img',
+  const canvas = h('canvas', { id: 'timeline', tabindex: '0', role: 'application', 'aria-roledescription': 'segment timeline',
     'aria-label': 'Segment timeline. Left and right arrows move between segments, plus and minus zoom, Page Up and Page Down pan, Space adds a segment to the selection, Escape clears it.' });
   const tip = h('div', { class: 'tip', hidden: true, id: 'tl-tip' });
   const summary = h('p', { id: 'tl-summary' });
