@@ -30,7 +30,7 @@ const SYM = {
   WARNING: '⚠', COVERED_WITH_WARNING: '⚠', PARTIAL_OVERLAP: '◐', BLOCKED: '⊗',
   NEW: '◌', PENDING: '…', RUNNING: '▶', IN_PROGRESS: '▶', SUBMITTED: '➚',
   MASTER: '★', STANDBY: '○', QUERY: '?',
-  ERROR: '✕', RETRYABLE_FAILURE: '↻', DISCARDED: '⊘', STOPPED: '‖', SKIPPED: '–', SKIP: '–',
+  ERROR: '✕', RETRYABLE_FAILURE: '↻', DISCARDED: '⊘', STOPPED: '‖', PAUSED: '‖', SUICIDAL: '⊘', SKIPPED: '–', SKIP: '–',
 };
 
 // A status in words with a symbol; the colour only repeats what the text says.
