@@ -144,7 +144,8 @@ static const ql_config_option_t options[] = {
     {.key = "qilin.server.users",
      .type = QL_CONFIG_USERS,
      .def = "",
-     .doc = "API users: a sequence of {name, password_hash, role}. Empty means ADMIN with a "
+     .doc = "API users: a sequence of {name, password_hash, role} (role ADMIN or VIEWER, "
+            "read-only). Empty means ADMIN with a "
             "random password generated into <data>/admin.password, on loopback only (see "
             "Users)."},
     {.key = "qilin.server.id",
@@ -636,7 +637,8 @@ static const char md_users[] =
     "\n"
     "On the command line the same list is `--set "
     "qilin.server.users='NAME:HASH:ROLE[;NAME:HASH:ROLE...]'` (quoted for the shell: hashes "
-    "contain `$`). The only role is `ADMIN`.\n";
+    "contain `$`). Roles: `ADMIN` may do everything; `VIEWER` may read (the REST API, the web "
+    "console, `/metrics`) and every write it sends is refused with 403.\n";
 
 int ql_config_write_markdown(FILE *out) {
     fputs(md_head, out);

@@ -8,7 +8,7 @@
 #   check_private_headers.sh SOURCE_DIR
 set -euo pipefail
 src=$1
-libs=(base storage engine config scheduler server sim http api)
+libs=(base storage engine config scheduler server sim http ui api)
 bad=0
 found() { # found SPELLING: is SPELLING under an exported include directory?
     local lib
