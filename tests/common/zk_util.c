@@ -280,7 +280,8 @@ static bool cond_closed(const void *arg) {
 }
 
 void ql_test_zk_member_stop(ql_test_zk_member_t *m, int sig, int64_t deadline_ms) {
-    cr_assert_eq(uv_process_kill(&m->proc, sig), 0);
+    if (sig)
+        cr_assert_eq(uv_process_kill(&m->proc, sig), 0);
     cr_assert(ql_test_drive_until(m->loop, cond_gone, m, deadline_ms), "member %s did not exit",
               m->id);
     uv_close((uv_handle_t *)&m->out, on_closed);

@@ -95,7 +95,8 @@ int ql_test_zk_member_wait(ql_test_zk_member_t *m, size_t from, const char *pref
                            int64_t deadline_ms);
 /* The unsigned number after "key=" in line i (asserted present). */
 uint64_t ql_test_zk_member_num(const ql_test_zk_member_t *m, int i, const char *key);
-/* Sends sig and drives the loop until it exited and its handles closed (asserted). */
+/* Sends sig (0: none, it is exiting by itself) and drives the loop until it exited and its
+ * handles closed (asserted). */
 void ql_test_zk_member_stop(ql_test_zk_member_t *m, int sig, int64_t deadline_ms);
 /* For a teardown: SIGKILLs it if it runs, closes its handles. No assertions. */
 void ql_test_zk_member_reap(ql_test_zk_member_t *m);

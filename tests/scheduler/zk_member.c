@@ -9,8 +9,8 @@
  *   LOST ms= pid= id= token= reason=...      WEDGE ms= pid= id= for=   WEDGE-END ms= ...
  *   BYE ms= pid= id=                         (after a graceful stop: SIGTERM resigns, closes)
  * After EXPIRED it opens a new session at once. --wedge MS blocks its loop for MS once it first
- * holds (the wedged server of the watchdog test); --lose-create reports its first create's
- * answer as lost and drops its connection (the guid protection test).
+ * holds, --wedge-delay MS after it does (the wedged server of the watchdog test);
+ * --lose-create yes reports its first create's answer as lost and drops its connection.
  */
 #include "scheduler/ql_zk.h"
 #include "scheduler/zk_int.h"
@@ -31,6 +31,8 @@ typedef struct member {
     const char *id;
     bool lock_mode;
     long wedge_ms;
+    long wedge_delay_ms;
+    bool wedged;
     bool lose_create;
     uv_signal_t term;
     uv_timer_t wedge;
@@ -71,9 +73,9 @@ static void on_hold(void *arg, const ql_zk_hold_event_t *ev) {
     member_t *m = arg;
     if (ev->kind == QL_ZK_HELD) {
         say(m, "HELD", "token=%llu node=%s", (unsigned long long)ev->token, ev->node);
-        if (m->wedge_ms > 0) {
-            uv_timer_start(&m->wedge, wedge_cb, 0, 0);
-            m->wedge_ms = -m->wedge_ms; /* once */
+        if (m->wedge_ms > 0 && !m->wedged) {
+            m->wedged = true; /* once */
+            uv_timer_start(&m->wedge, wedge_cb, (uint64_t)m->wedge_delay_ms, 0);
         }
     } else if (ev->kind == QL_ZK_STANDBY) {
         say(m, "STANDBY", "holder=%s", ev->holder);
@@ -140,6 +142,8 @@ int main(int argc, char **argv) {
             m.lock_mode = !strcmp(argv[i + 1], "lock");
         else if (!strcmp(argv[i], "--wedge"))
             m.wedge_ms = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--wedge-delay"))
+            m.wedge_delay_ms = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--lose-create"))
             m.lose_create = !strcmp(argv[i + 1], "yes");
         else {
