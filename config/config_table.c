@@ -311,8 +311,9 @@ static const ql_config_option_t options[] = {
      .doc = "ZooKeeper session timeout asked for (the server may narrow it to its own bounds): "
             "how long ZooKeeper waits after a server of this cluster stopped answering before it "
             "ends its session and frees its locks and leadership. The server closes its own "
-            "session when its loop stalls for half of it, and the default equals the default "
-            "`qilin.cluster.takeover-grace-ms` (see docs/zookeeper.md)."},
+            "session when its loop stalls for half of it. The default equals the default "
+            "`qilin.cluster.takeover-grace-ms`. Read by the ZooKeeper coordination, which "
+            "servers of this build do not start yet (docs/zookeeper.md)."},
     {.key = "qilin.cluster.suspend-kill-ms",
      .type = QL_CONFIG_MS,
      .def = "0",
@@ -321,7 +322,8 @@ static const ql_config_option_t options[] = {
      .doc = "After the ZooKeeper connection is lost, how long the server waits for it to come "
             "back before it treats its locks as doubtful and stops its running steps (another "
             "server may legally take over about a third of the session timeout after the loss). "
-            "0: a quarter of the session timeout."},
+            "0: a quarter of the session timeout. Not used by servers of this build yet "
+            "(docs/zookeeper.md)."},
     /* storage */
     {.key = "qilin.storage.path",
      .type = QL_CONFIG_PATH,
