@@ -86,6 +86,8 @@ static int open_conn(ql_zk_t *zk) {
         return UV_ENOMEM;
     c->zk = zk;
     c->gen = ++zk->next_gen;
+    c->sess_ev.kind = EV_SESSION;
+    c->sess_ev.conn = c;
     c->next_conn = zk->conns;
     zk->conns = c;
     zk->live_conns++;

@@ -79,11 +79,8 @@ void zk_global_watcher(zhandle_t *zh, int type, int state, const char *path, voi
     bool queue = !c->sess_queued;
     c->sess_queued = true;
     pthread_mutex_unlock(&zk->q_lock);
-    if (queue) {
-        c->sess_ev.kind = EV_SESSION;
-        c->sess_ev.conn = c;
+    if (queue) /* its kind and conn were set when c was made: the loop may be reading them */
         zk_push(zk, &c->sess_ev);
-    }
 }
 
 /* ---- the helper thread ---- */
