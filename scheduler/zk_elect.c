@@ -334,7 +334,9 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         join(e);
         break;
     case QL_ZK_RECONNECTED:
-        if (e->redo)
+        if (e->phase == E_IDLE) /* made while the session was suspended */
+            join(e);
+        else if (e->redo)
             redo(e);
         break;
     case QL_ZK_EXPIRED:

@@ -92,6 +92,8 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         return;
     if (ev->state == QL_ZK_CONNECTED)
         step(f, f->phase == F_WAITING ? F_CREATING : F_READING);
+    else if (ev->state == QL_ZK_RECONNECTED && f->phase == F_WAITING)
+        step(f, F_CREATING); /* made while the session was suspended */
     else if (ev->state == QL_ZK_RECONNECTED && f->redo)
         step(f, F_READING); /* a create may have been made: read what is there */
     else if (ev->state == QL_ZK_FAILED)

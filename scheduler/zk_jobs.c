@@ -292,7 +292,9 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         j->listing = false;
         list(j);
     } else if (ev->state == QL_ZK_RECONNECTED) {
-        if (j->list_redo && !j->listing)
+        if (!j->have_listing && !j->listing) /* made while the session was suspended */
+            j->first_of_session = true;
+        if ((j->list_redo || !j->have_listing) && !j->listing)
             list(j);
         for (jlock_t *l = j->locks, *next; l; l = next) {
             next = l->next;

@@ -170,6 +170,10 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         try_create(l);
         break;
     case QL_ZK_RECONNECTED:
+        if (l->phase == L_IDLE) { /* made while the session was suspended */
+            try_create(l);
+            break;
+        }
         if (!l->redo)
             break;
         if (l->phase == L_CREATING || l->phase == L_CHECKING)

@@ -81,6 +81,8 @@ static part_t *part_open(int i, int timeout_ms) {
     return p;
 }
 
+static void jobs_cb(void *arg, ql_zk_jobs_kind_t kind, const char *job_id);
+
 static void hold_cb(void *arg, const ql_zk_hold_event_t *ev) {
     part_t *p = arg;
     if (p->n == MAX_EVENTS)
@@ -235,6 +237,37 @@ Test(zk_recipes, a_lock_node_deleted_from_outside_is_lost_and_taken_again) {
     cr_assert_eq(a->token[l], a->token[h]);
     int h2 = wait_hold(a, (size_t)l, QL_ZK_HELD, 5000);
     cr_assert_gt(a->token[h2], a->token[h]);
+}
+
+/* Recipes made while the session is suspended join once it is back. */
+typedef struct late {
+    ql_zk_listener_t listener;
+    part_t *p;
+    bool made;
+} late_t;
+
+static void make_on_suspension(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
+    late_t *l = arg;
+    if (ev->state != QL_ZK_SUSPENDED || l->made)
+        return;
+    l->made = true;
+    cr_assert_eq(ql_zk_lock_new(zk, hold_cb, l->p, &l->p->lock), 0);
+    cr_assert_eq(ql_zk_jobs_new(zk, jobs_cb, l->p, &l->p->jobs), 0);
+}
+
+static bool cond_listed(const void *arg);
+
+Test(zk_recipes, a_recipe_made_while_suspended_joins_once_reconnected) {
+    part_t *a = part_open(0, 4000);
+    late_t late = {.p = a};
+    ql_zk_listen(a->zk, &late.listener, make_on_suspension, &late);
+    zk_test_drop_connection(a->zk);
+    int r = ql_test_zk_rec_wait(&loop, &a->rec, 1, QL_ZK_RECONNECTED, 5000);
+    cr_assert(late.made, "made while suspended");
+    cr_assert_eq(a->rec.sessions[r], a->rec.sessions[0]);
+    wait_hold(a, 0, QL_ZK_HELD, 5000);
+    cr_assert(ql_test_drive_until(&loop, cond_listed, a, 5000), "the job locks listed");
+    ql_zk_unlisten(a->zk, &late.listener);
 }
 
 /* ---- leader election ---- */
