@@ -144,7 +144,8 @@ static const ql_config_option_t options[] = {
     {.key = "qilin.server.users",
      .type = QL_CONFIG_USERS,
      .def = "",
-     .doc = "API users: a sequence of {name, password_hash, role}. Empty means ADMIN with a "
+     .doc = "API users: a sequence of {name, password_hash, role} (role ADMIN or VIEWER, "
+            "read-only). Empty means ADMIN with a "
             "random password generated into <data>/admin.password, on loopback only (see "
             "Users)."},
     {.key = "qilin.server.id",
@@ -182,10 +183,13 @@ static const ql_config_option_t options[] = {
      .def = "5000",
      .min = 1000,
      .max = HOUR_MS,
-     .doc = "The master renews a lease in the job engine lock file every 250 ms; a standby "
-            "that finds it older than this kills the master (stopped, traced or wedged) and "
-            "takes over. Must exceed `qilin.storage.writer-stall-ms` (see Several servers in "
-            "the user guide)."},
+     .doc = "The master renews a lease of the job engine lock every 250 ms: in the lock file "
+            "(LMDB), or in the store on the database's clock (PostgreSQL). A standby that finds "
+            "it older than this replaces the master (stopped, traced, wedged or cut off): on "
+            "LMDB it kills the master's process, on PostgreSQL it ends the master's lock "
+            "session; then it takes the lock. On PostgreSQL a master whose renewal stays "
+            "unanswered for half of it steps down. Must exceed `qilin.storage.writer-stall-ms` "
+            "(see Several servers in the user guide)."},
     {.key = "qilin.cluster.takeover-grace-ms",
      .type = QL_CONFIG_MS,
      .def = "10000",
@@ -211,7 +215,8 @@ static const ql_config_option_t options[] = {
      .min = 1,
      .max = 86400,
      .doc = "Seconds between two looks for READY jobs; submissions, resumes and finished jobs "
-            "also wake the fetcher at once."},
+            "also wake the fetcher at once (on a PostgreSQL store also those made on another "
+            "server)."},
     {.key = "kylin.job.max-concurrent-jobs",
      .type = QL_CONFIG_INT,
      .def = "10",
@@ -344,7 +349,9 @@ static const ql_config_option_t options[] = {
      .doc = "How long a write waits for another process's write transaction on the store "
             "before it looks at that process: one that is stopped or traced (SIGSTOP, a "
             "debugger) is killed, so it cannot stall every server's writes; one that runs is "
-            "waited for (see Several servers in the user guide)."},
+            "waited for (see Several servers in the user guide). On PostgreSQL: how long a "
+            "write transaction may sit idle between two statements (its server stopped) before "
+            "the database ends its session and frees the rows it locked."},
     {.key = "qilin.storage.url",
      .type = QL_CONFIG_STRING,
      .def = "",
@@ -651,7 +658,8 @@ static const char md_users[] =
     "\n"
     "On the command line the same list is `--set "
     "qilin.server.users='NAME:HASH:ROLE[;NAME:HASH:ROLE...]'` (quoted for the shell: hashes "
-    "contain `$`). The only role is `ADMIN`.\n";
+    "contain `$`). Roles: `ADMIN` may do everything; `VIEWER` may read (the REST API, the web "
+    "console, `/metrics`) and every write it sends is refused with 403.\n";
 
 int ql_config_write_markdown(FILE *out) {
     fputs(md_head, out);

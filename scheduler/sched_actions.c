@@ -118,6 +118,8 @@ int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sc
  * action. The state found is left as the other process wrote it; whatever the stopped step
  * reports is dropped (a cancelled run writes nothing, and ql_sched_finish_fn refuses a job that is
  * not RUNNING). Runs with a local action in flight are skipped: that action's answer stops them.
+ * On PostgreSQL the store also tells the master at once which job another server changed
+ * (ql_store_changes_drain): ql_sched_notice runs the same look-up for that job alone.
  */
 static bool action_pending(const ql_sched_t *s, const ql_id_t *job) {
     for (const action_t *a = s->actions; a; a = a->next)
@@ -136,10 +138,11 @@ typedef struct moved {
     bool missing;
 } moved_t;
 
-void ql_sched_watch_runs(ql_sched_t *s) {
+/* The look-up for every watched run, or for the run of job `only` (when not NULL). */
+static void watch_runs(ql_sched_t *s, const ql_id_t *only) {
     size_t n = 0;
     for (run_t *r = s->runs; r; r = r->next)
-        n += watched(r);
+        n += watched(r) && (!only || ql_id_eq(&r->job, only));
     if (!n)
         return;
     moved_t *moved = malloc(n * sizeof *moved);
@@ -150,7 +153,7 @@ void ql_sched_watch_runs(ql_sched_t *s) {
     }
     size_t m = 0;
     for (run_t *r = s->runs; r && m < n; r = r->next) {
-        if (!watched(r) || action_pending(s, &r->job))
+        if (!watched(r) || (only && !ql_id_eq(&r->job, only)) || action_pending(s, &r->job))
             continue;
         ql_job_t job;
         int rc = ql_job_get(txn, &r->job, 0, &job);
@@ -188,6 +191,17 @@ void ql_sched_watch_runs(ql_sched_t *s) {
     free(moved);
     s->busy--;
     ql_sched_check_stopped(s); /* may free s */
+}
+
+void ql_sched_watch_runs(ql_sched_t *s) {
+    watch_runs(s, NULL); /* may free s */
+}
+
+void ql_sched_notice(ql_sched_t *s, const ql_id_t *job) {
+    /* The kick first: the look-up may end a stop in progress and free s. A kick while the
+     * scheduler stops or is not fetching does nothing. */
+    ql_sched_kick(s);
+    watch_runs(s, job); /* may free s */
 }
 
 /* ---- recovery ---- */

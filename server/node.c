@@ -1,5 +1,7 @@
 /* The job server's engine composition: see ql_node.h. */
-#include "server/ql_node.h"
+#include "node_int.h"
+
+#include "node_changes.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@ struct ql_node {
     ql_sched_t *sched;
     ql_dispatcher_t *dispatcher;
     ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
+    node_changes_t *changes;     /* other servers' writes wake the scheduler (node_changes.h) */
     uv_async_t wake;
     bool wake_init;
     ql_timer_t lock_timer;
@@ -176,7 +179,8 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
     char holder[256] = "";
     int rc = ql_lock_try_acquire(n->lock, &acquired, holder, sizeof holder);
     if (rc)
-        return ql_err_set(err, rc, "cannot take the job engine lock: %s", ql_strerror(rc));
+        return ql_err_set(err, rc, "cannot take the job engine lock: %s",
+                          n->lock->why[0] ? n->lock->why : ql_strerror(rc));
     if (acquired) {
         n->holder[0] = '\0';
         if ((rc = start_scheduling(n, err))) {
@@ -206,7 +210,7 @@ static const char *holding_lost(ql_node_t *n, char *buf, size_t cap) {
     if (n->fenced)
         return "a change was refused by fencing (another server took the lock)";
     if (!ql_lock_still_held(n->lock))
-        return "the lock file was removed or replaced";
+        return n->lock->why[0] ? n->lock->why : "the lock file was removed or replaced";
     ql_txn_t *txn;
     uint64_t epoch = 0;
     if (ql_txn_begin(n->store, false, &txn) == 0) {
@@ -331,8 +335,41 @@ static void timer_closed(ql_timer_t *t) {
     handle_closed(t->arg);
 }
 
+/* ---- wake-ups from other servers (docs/postgresql.md, Wake-ups) ---- */
+
+/* A job another server changed (NULL: any): the master's scheduler fetches, and stops the step
+ * of a job of its own that is no longer RUNNING; a standby has nothing to do. */
+static void on_store_change(void *arg, const ql_id_t *job) {
+    ql_node_t *n = arg;
+    if (n->sched)
+        ql_sched_notice(n->sched, job);
+}
+
+static void changes_closed(void *arg) {
+    handle_closed(arg);
+}
+
+/* Watches the store's change session (PostgreSQL; nothing on LMDB or without a loop). */
+static int watch_changes(ql_node_t *n, ql_err_t *err) {
+    if (!n->opts.loop)
+        return 0;
+    int rc =
+        node_changes_start(n->opts.loop, n->store, n->opts.log, on_store_change, n, &n->changes);
+    return rc ? ql_err_set(err, rc, "cannot watch the store's changes: %s", ql_strerror(rc)) : 0;
+}
+
+/* Part of close_handles: counts as one of the node's handles until the watcher is closed. */
+static void unwatch_changes(ql_node_t *n) {
+    if (!n->changes)
+        return;
+    n->closing++;
+    node_changes_stop(n->changes, changes_closed, n);
+    n->changes = NULL;
+}
+
 static void close_handles(ql_node_t *n) {
     n->closing = 1; /* this function's own reference */
+    unwatch_changes(n);
     if (n->lock_timer_init) {
         n->closing++;
         ql_timer_stop(&n->lock_timer);
@@ -473,8 +510,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
         rc = ql_err_set(err, QL_EINVAL,
                         "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "
                         "coordination yet (its job engine lock would be the ZooKeeper node "
-                        "/job_engine/global_job_engine_lock); leave it empty to use the data "
-                        "directory's lock");
+                        "/job_engine/global_job_engine_lock); leave it empty to use the "
+                        "store's lock");
         goto fail;
     }
     /* A new master may wait up to the stall bound for another process's write while it takes
@@ -491,14 +528,11 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     if (opts->lock) {
         n->lock = opts->lock;
     } else {
-        ql_lock_file_opts_t lo = {.lease_ms = lease_ms, .log = opts->log};
-        if ((rc = ql_lock_file_new(path, n->store, &lo, &n->lock))) {
-            ql_err_set(err, rc, "cannot create the job engine lock: %s", ql_strerror(rc));
+        if ((rc = node_lock_new(n->cfg, n->store, opts->log, &n->lock, err)))
             goto fail;
-        }
         n->own_lock = true;
     }
-    if ((rc = guard_coordination(n, err)))
+    if ((rc = guard_coordination(n, err)) || (rc = watch_changes(n, err)))
         goto fail;
     ql_timer_init(n->clock, &n->lease_timer);
     n->lease_timer_init = true;
@@ -602,6 +636,10 @@ bool ql_node_is_master(const ql_node_t *n) {
 }
 const char *ql_node_lock_holder(const ql_node_t *n) {
     return n->holder;
+}
+void ql_node_set_api_address(ql_node_t *n, const char *address) {
+    if (n->lock)
+        ql_lock_set_address(n->lock, address);
 }
 void ql_node_kick(ql_node_t *n) {
     if (n->sched)

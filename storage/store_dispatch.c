@@ -168,6 +168,21 @@ bool ql_store_spans_hosts(const ql_store_t *s) {
     return s->ops->spans_hosts;
 }
 
+const char *ql_store_backend(const ql_store_t *s) {
+    return s->ops->name;
+}
+
+int ql_store_lock_open(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                       ql_err_t *err) {
+    *out = NULL;
+    if (!s->ops->lock_open)
+        return ql_err_set(err, UV_ENOTSUP,
+                          "the %s store has no job engine lock of its own (its servers use the "
+                          "data directory's lock file)",
+                          s->ops->name);
+    return s->ops->lock_open(s, opts, out, err);
+}
+
 void ql_store_set_commit_hook(ql_store_t *s, ql_store_commit_hook hook, void *arg) {
     s->commit_hook = hook;
     s->commit_hook_arg = arg;
@@ -175,6 +190,18 @@ void ql_store_set_commit_hook(ql_store_t *s, ql_store_commit_hook hook, void *ar
 
 int ql_store_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report) {
     return s->ops->fsck(s, out_file, report);
+}
+
+int ql_store_changes_listen(ql_store_t *s, ql_err_t *err) {
+    return s->ops->changes_listen ? s->ops->changes_listen(s, err) : UV_ENOTSUP;
+}
+
+int ql_store_changes_fd(ql_store_t *s) {
+    return s->ops->changes_fd ? s->ops->changes_fd(s) : -1;
+}
+
+int ql_store_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg) {
+    return s->ops->changes_drain ? s->ops->changes_drain(s, cb, arg) : 0;
 }
 
 /* ---- transactions ---- */

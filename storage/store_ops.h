@@ -29,6 +29,13 @@ typedef struct store_ops {
     int (*maintain)(ql_store_t *s, int *cleared);
     int (*stat)(ql_store_t *s, ql_store_stat_t *out);
     int (*fsck)(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+    /* ql_store_lock_open; NULL: the backend has no job engine lock of its own (LMDB). */
+    int (*lock_open)(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                     ql_err_t *err);
+    /* ql_store_changes_*; NULL: the backend has no change channel (LMDB). */
+    int (*changes_listen)(ql_store_t *s, ql_err_t *err);
+    int (*changes_fd)(ql_store_t *s);
+    int (*changes_drain)(ql_store_t *s, ql_store_change_cb cb, void *arg);
 
     /* parent NULL: a top-level transaction; else a nested write transaction of parent. */
     int (*txn_begin)(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out);

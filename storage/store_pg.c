@@ -1,6 +1,8 @@
 /*
  * The PostgreSQL backend: connections, transactions, savepoints, errors, the schema, and its
- * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c.
+ * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c,
+ * the model lock and the fence epoch in store_pg_locks.c, wake-ups (NOTIFY and the change
+ * session) in store_pg_changes.c.
  *
  * DESIGN (docs/postgresql.md, docs/design/multi-host.md).
  * - Connections: a mutex-guarded pool of at most pool_size sessions, each with search_path set
@@ -71,7 +73,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
     [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
     [S_JOB_GET_UPDATE] = "SELECT rec FROM jobs WHERE id = $1::uuid FOR UPDATE",
-    [S_JOB_OLD] = "SELECT project, model, create_time FROM jobs WHERE id = $1::uuid FOR UPDATE",
+    [S_JOB_OLD] = "SELECT project, model, create_time, state FROM jobs WHERE id = $1::uuid "
+                  "FOR UPDATE",
     [S_JOB_INSERT] = "INSERT INTO jobs (id, project, model, state, priority, create_time, "
                      "modify_time, has_range, range_start, range_end, fence, rec) VALUES "
                      "($1::uuid, $2::text, $3::uuid, $4::int2, $5::int2, $6::int8, $7::int8, "
@@ -127,32 +130,7 @@ static const char *const walk_sql[W_COUNT] = {
     [W_STEPS] = "SELECT rec FROM steps WHERE job = $1::uuid ORDER BY seq",
 };
 
-/* ---- errors ---- */
-
-int pg_sqlstate_err(const char *st) {
-    if (!st)
-        return QL_EUNAVAILABLE; /* no server answer: the connection is gone */
-    if (!strcmp(st, "23505"))
-        return QL_EEXIST;
-    if (!strcmp(st, "23P01"))
-        return QL_EJOBCONFLICT;
-    if (!strcmp(st, "23503"))
-        return QL_ENOTFOUND;
-    if (!strcmp(st, "53100"))
-        return QL_EDISKFULL;
-    if (!strcmp(st, "40001") || !strcmp(st, "40P01") || !strcmp(st, "55P03"))
-        return QL_ETRANSIENT;
-    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
-        !strcmp(st, "57P03") || !strcmp(st, "25006"))
-        return QL_EUNAVAILABLE;
-    if (!strncmp(st, "22", 2) || !strcmp(st, "23514"))
-        return QL_EINVAL; /* data exception, check violation: the caller's bad value */
-    if (!strncmp(st, "53", 2))
-        return UV_ENOMEM; /* e.g. 53200: the lock table is full (max_locks_per_transaction) */
-    /* Anything else is the server's error, not a record that failed to decode: QL_ECORRUPT
-     * stays the codec's (docs/postgresql.md, Errors). */
-    return UV_EIO;
-}
+/* ---- errors (pg_sqlstate_err: store_pg_params.c) ---- */
 
 static int result_err(pg_txn_t *t, PGresult *r) {
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
@@ -300,80 +278,6 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
     return rc > 0 ? 0 : rc;
 }
 
-/* ---- locks ---- */
-
-static bool level_holds(const pg_txn_t *t, int64_t key) {
-    for (const pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
-        for (size_t i = 0; i < l->n_locked; i++)
-            if (l->locked[i] == key)
-                return true;
-    return false;
-}
-
-int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
-    if (!t->base.write || ql_id_is_zero(model))
-        return 0;
-    /* 64 bits of the id: its random half (the first half of a v7 id is its time). A collision
-     * only costs waiting. */
-    uint64_t k = 0;
-    for (int i = 0; i < 8; i++)
-        k = k << 8 | (model->b[8 + i] ^ model->b[i]);
-    int64_t key = (int64_t)k;
-    if (level_holds(t, key))
-        return 0;
-    if (t->n_locked == t->cap_locked) {
-        size_t cap = t->cap_locked ? t->cap_locked * 2 : 8;
-        int64_t *p = realloc(t->locked, cap * sizeof *p);
-        if (!p)
-            return UV_ENOMEM;
-        t->locked = p;
-        t->cap_locked = cap;
-    }
-    pg_params_t p = {0};
-    pg_p_i64(&p, key);
-    int rc = pg_exec(t, S_MODEL_LOCK, &p, NULL);
-    if (!rc)
-        t->locked[t->n_locked++] = key;
-    return rc;
-}
-
-/* The epoch is read FOR SHARE once; the value is kept by the level that read it and moves to
- * the parent when that level is released (the row lock stays with it), and is dropped with a
- * level rolled back (so is the lock). Nobody can change the row while it is share-locked, so a
- * kept value is exact until the top-level transaction ends. */
-int pg_fence_epoch(pg_txn_t *t, uint64_t *out) {
-    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
-        if (l->epoch_cached) {
-            *out = l->epoch;
-            return l->epoch_rc;
-        }
-    pg_params_t p = {0};
-    pg_p_text(&p, "job_engine_epoch");
-    PGresult *r;
-    int rc = pg_exec(t, t->base.write ? S_META_GET_SHARE : S_META_GET, &p, &r);
-    if (rc)
-        return rc;
-    if (PQntuples(r) == 0)
-        rc = QL_ENOTFOUND;
-    else if (PQgetlength(r, 0, 0) != 8)
-        rc = QL_ECORRUPT;
-    else
-        *out = (uint64_t)pg_get_i64(r, 0, 0);
-    PQclear(r);
-    /* A missing row takes no lock: only a value read is kept. */
-    if (t->base.write && rc == 0) {
-        t->epoch_cached = true;
-        t->epoch_rc = rc;
-        t->epoch = *out;
-    }
-    return rc;
-}
-
-void pg_fence_forget(pg_txn_t *t) {
-    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
-        l->epoch_cached = false;
-}
-
 /* ---- connections ---- */
 
 int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
@@ -482,6 +386,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
 static void txn_free(pg_txn_t *t) {
     store_txn_fini(&t->base);
     free(t->locked);
+    free(t->woke);
     free(t);
 }
 
@@ -521,8 +426,15 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         return rc;
     }
     if (write) {
-        PGresult *r = PQexec(t->conn->c, "BEGIN ISOLATION LEVEL READ COMMITTED; "
-                                         "SELECT pg_current_xact_id()::text");
+        /* A write whose client stops (SIGSTOP) between statements would keep its row locks,
+         * the fence row's among them, and so hold up a new master's epoch raise: the server
+         * ends the session once it idles inside the transaction past the stall bound. */
+        char begin[160];
+        snprintf(begin, sizeof begin,
+                 "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_"
+                 "timeout = %lld; SELECT pg_current_xact_id()::text",
+                 (long long)pgs(s)->idle_write_ms);
+        PGresult *r = PQexec(t->conn->c, begin);
         if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
             rc = result_err(t, r);
             PQclear(r);
@@ -578,20 +490,6 @@ static int resolve_commit(pg_txn_t *t) {
     return QL_EUNAVAILABLE;
 }
 
-static void merge_locks(pg_txn_t *into, pg_txn_t *from) {
-    for (size_t i = 0; i < from->n_locked; i++) {
-        if (into->n_locked == into->cap_locked) {
-            size_t cap = into->cap_locked ? into->cap_locked * 2 : 8;
-            int64_t *p = realloc(into->locked, cap * sizeof *p);
-            if (!p)
-                return; /* only a cache: the lock is held either way */
-            into->locked = p;
-            into->cap_locked = cap;
-        }
-        into->locked[into->n_locked++] = from->locked[i];
-    }
-}
-
 static int pg_txn_commit(ql_txn_t *bt) {
     pg_txn_t *t = pgt(bt);
     pg_store_t *s = pgs(bt->store);
@@ -611,7 +509,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
             if ((rc = pg_cmd(t, sql))) {
                 pt->failed = rc;
             } else {
-                merge_locks(pt, t);
+                pg_merge_locks(pt, t);
+                pg_changes_merge(pt, t);
                 if (t->epoch_cached && !pt->epoch_cached) {
                     pt->epoch_cached = true;
                     pt->epoch_rc = t->epoch_rc;
@@ -626,7 +525,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
         rc = t->failed;
         PQclear(PQexec(t->conn->c, "ROLLBACK"));
     } else {
-        PGresult *r = PQexec(t->conn->c, "COMMIT");
+        char sql[PG_COMMIT_SQL_MAX]; /* COMMIT, after the NOTIFY of the jobs it wakes */
+        PGresult *r = PQexec(t->conn->c, pg_changes_commit_sql(t, sql));
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT"))
             rc = 0;
@@ -664,6 +564,7 @@ static void pg_txn_abort(ql_txn_t *bt) {
 
 static void pg_close(ql_store_t *bs) {
     pg_store_t *s = pgs(bs);
+    pg_changes_close(s);
     if (s->drop_at_close && s->schema_ident)
         pg_schema_drop(s);
     while (s->idle) {
@@ -690,8 +591,11 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
     }
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_cond_init(&s->pool_cond, NULL);
+    s->listen_fd = -1;
     s->pool_size = opts->pg_pool_size ? opts->pg_pool_size : 6;
     s->lock_timeout_ms = opts->pg_lock_timeout_ms > 0 ? opts->pg_lock_timeout_ms : 2000;
+    s->idle_write_ms =
+        opts->writer_stall_ms > 0 ? opts->writer_stall_ms : QL_STORE_DEFAULT_WRITER_STALL_MS;
     s->drop_at_close = opts->pg_drop_at_close;
     s->require_sync = opts->pg_require_sync_replication;
     s->conninfo = strdup(opts->url);
@@ -701,6 +605,7 @@ int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *er
         pg_close(&s->base);
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     }
+    pg_changes_init(s);
     /* The identifier is quoted by libpq, which needs a connection for the encoding. */
     PGconn *c = PQconnectdb(s->conninfo);
     if (!c || PQstatus(c) != CONNECTION_OK) {
@@ -766,6 +671,10 @@ const store_ops_t ql_pg_ops = {
     .maintain = pg_maintain,
     .stat = pg_stat,
     .fsck = pg_fsck,
+    .lock_open = pg_lock_open,
+    .changes_listen = pg_changes_listen,
+    .changes_fd = pg_changes_fd,
+    .changes_drain = pg_changes_drain,
     .txn_begin = pg_txn_begin,
     .txn_commit = pg_txn_commit,
     .txn_abort = pg_txn_abort,

@@ -87,12 +87,21 @@ typedef struct pg_store {
     char *schema_ident; /* quoted */
     unsigned pool_size;
     int64_t lock_timeout_ms;
-    bool drop_at_close; /* opts.pg_drop_at_close */
-    bool require_sync;  /* opts.pg_require_sync_replication */
+    int64_t idle_write_ms; /* a write transaction idle this long ends its session (stall bound) */
+    bool drop_at_close;    /* opts.pg_drop_at_close */
+    bool require_sync;     /* opts.pg_require_sync_replication */
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cond;
     pg_conn_t *idle;
     unsigned n_open;
+    /* Wake-ups (store_pg_changes.c): the NOTIFY channel of the schema, and the change session
+     * that LISTENs on it (NULL: none; used by one thread at a time, see ql_store.h). */
+    char channel[64];
+    PGconn *listen;
+    int listen_fd;      /* a duplicate of its socket, for the caller to watch; -1: none */
+    bool listen_tried;  /* a listen was tried before: a later session may have missed changes */
+    bool listen_broken; /* a drain found the session lost: the next listen replaces it */
+    bool listen_resync; /* report "anything may have changed" at the next drain */
 } pg_store_t;
 
 /* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
@@ -109,6 +118,11 @@ typedef struct pg_txn {
     bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
     int epoch_rc;
     uint64_t epoch;
+    /* Jobs this level woke (pg_changes_note), notified with the top-level commit; kept per
+     * savepoint level like the model locks. woke_all: too many to name, or out of memory. */
+    ql_id_t *woke;
+    size_t n_woke, cap_woke;
+    bool woke_all;
 } pg_txn_t;
 
 /* Binary parameters of one statement. */
@@ -140,8 +154,11 @@ typedef int (*pg_row_fn)(PGresult *res, int row, void *arg);
  * walk returns 0) or a negative error (returned). */
 int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg);
 
-/* Takes the model lock of the transaction (once per savepoint level chain). */
+/* Takes the model lock of the transaction (once per savepoint level chain). The locks and the
+ * fence epoch are in store_pg_locks.c. */
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
+/* Adds the model locks a released savepoint level took to its parent's. */
+void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
 /* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);
@@ -236,6 +253,9 @@ int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *tex
 int pg_probe_targets(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);
 int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
+/* ql_store_lock_open (store_pg_lock.c). */
+int pg_lock_open(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                 ql_err_t *err);
 
 /* Creates or upgrades the schema at open, under an advisory lock (store_pg_schema.c). */
 int pg_schema_setup(pg_store_t *s, ql_err_t *err);
@@ -243,6 +263,29 @@ int pg_schema_setup(pg_store_t *s, ql_err_t *err);
 void pg_schema_drop(pg_store_t *s);
 /* A malloc'ed copy of url (conninfo or URL) with the password replaced by "***", or NULL. */
 char *pg_mask_password(const char *url);
+
+/* ---- wake-ups (store_pg_changes.c, docs/postgresql.md) ---- */
+
+/* Whether a job put wakes the schedulers of other servers: a new READY job, or a job moved to
+ * READY, PAUSED or DISCARDED (what a submission or a job action does from outside the
+ * scheduler that runs it). existed: the job was stored before, in state was. */
+bool pg_changes_wakes(bool existed, ql_state_t was, ql_state_t now);
+/* Notes that t's write wakes job: it is named in the NOTIFY of the top-level commit. Never
+ * fails: without memory the commit notifies "anything may have changed". */
+void pg_changes_note(pg_txn_t *t, const ql_id_t *job);
+/* Moves what a released savepoint level noted to its parent. */
+void pg_changes_merge(pg_txn_t *into, pg_txn_t *from);
+/* The statement that commits t: "COMMIT", preceded in the same round trip by the pg_notify
+ * of what t noted. Written into buf (PG_COMMIT_SQL_MAX bytes). */
+#define PG_COMMIT_SQL_MAX 8448
+const char *pg_changes_commit_sql(pg_txn_t *t, char *buf);
+/* Sets s->channel from the schema's name (at open). */
+void pg_changes_init(pg_store_t *s);
+/* Closes the change session (at close). */
+void pg_changes_close(pg_store_t *s);
+int pg_changes_listen(ql_store_t *s, ql_err_t *err);
+int pg_changes_fd(ql_store_t *s);
+int pg_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg);
 
 /* Opens a connection of s with its session settings and prepared statements; closes one. */
 int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err);

@@ -1,4 +1,5 @@
-/* Binary statement parameters of the PostgreSQL store, and the URL as it may be logged. */
+/* Binary statement parameters of the PostgreSQL store, the URL as it may be logged, and the
+ * server's SQLSTATEs as Qilin's codes (docs/postgresql.md, Errors). */
 #include "store_pg_int.h"
 
 #include <stdio.h>
@@ -93,4 +94,31 @@ char *pg_mask_password(const char *url) {
     }
     *o = '\0';
     return out;
+}
+
+/* ---- errors ---- */
+
+int pg_sqlstate_err(const char *st) {
+    if (!st)
+        return QL_EUNAVAILABLE; /* no server answer: the connection is gone */
+    if (!strcmp(st, "23505"))
+        return QL_EEXIST;
+    if (!strcmp(st, "23P01"))
+        return QL_EJOBCONFLICT;
+    if (!strcmp(st, "23503"))
+        return QL_ENOTFOUND;
+    if (!strcmp(st, "53100"))
+        return QL_EDISKFULL;
+    if (!strcmp(st, "40001") || !strcmp(st, "40P01") || !strcmp(st, "55P03"))
+        return QL_ETRANSIENT;
+    if (!strncmp(st, "08", 2) || !strcmp(st, "57P01") || !strcmp(st, "57P02") ||
+        !strcmp(st, "57P03") || !strcmp(st, "25006"))
+        return QL_EUNAVAILABLE;
+    if (!strncmp(st, "22", 2) || !strcmp(st, "23514"))
+        return QL_EINVAL; /* data exception, check violation: the caller's bad value */
+    if (!strncmp(st, "53", 2))
+        return UV_ENOMEM; /* e.g. 53200: the lock table is full (max_locks_per_transaction) */
+    /* Anything else is the server's error, not a record that failed to decode: QL_ECORRUPT
+     * stays the codec's (docs/postgresql.md, Errors). */
+    return UV_EIO;
 }

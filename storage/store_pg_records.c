@@ -501,7 +501,8 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
 
 /* Under the model lock. A new job that would overlap a live job of its model is refused by the
  * exclusion constraint (ON CONFLICT DO NOTHING: QL_EJOBCONFLICT, the transaction usable), the
- * backstop of the rule in meta.c. */
+ * backstop of the rule in meta.c. A put that makes the job READY, PAUSED or DISCARDED notes it
+ * for the NOTIFY of the commit (pg_changes_wakes), which costs no round trip of its own. */
 int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_txn_t *t = pgt(bt);
     if (!bt->write || ql_id_is_zero(&j->id) || !j->project[0] || strlen(j->project) > QL_NAME_MAX ||
@@ -518,7 +519,9 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     PGresult *r;
     rc = one_row(t, S_JOB_OLD, &p, &r);
     bool existed = rc == 0;
+    ql_state_t was = QL_READY;
     if (existed) {
+        was = (ql_state_t)pg_get_i16(r, 0, 3);
         ql_id_t model;
         pg_get_uuid(r, 0, 1, &model);
         bool same = !strcmp(PQgetvalue(r, 0, 0), j->project) && ql_id_eq(&model, &j->model) &&
@@ -548,12 +551,14 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_p_i64(&p, j->has_range ? j->range_end : 0);
     pg_p_i64(&p, (int64_t)j->fence);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    if (existed)
-        return pg_exec(t, S_JOB_UPDATE, &p, NULL);
-    if ((rc = pg_exec(t, S_JOB_INSERT, &p, &r)))
-        return rc;
-    rc = PQntuples(r) == 1 ? 0 : QL_EJOBCONFLICT;
-    PQclear(r);
+    if (existed) {
+        rc = pg_exec(t, S_JOB_UPDATE, &p, NULL);
+    } else if ((rc = pg_exec(t, S_JOB_INSERT, &p, &r)) == 0) {
+        rc = PQntuples(r) == 1 ? 0 : QL_EJOBCONFLICT;
+        PQclear(r);
+    }
+    if (rc == 0 && pg_changes_wakes(existed, was, j->state))
+        pg_changes_note(t, &j->id);
     return rc;
 }
 

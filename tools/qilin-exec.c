@@ -30,19 +30,39 @@
  * has the server's environment, but it runs no step code then: if the server dies there, step 2
  * makes it exit before the step exists.
  *
+ * The watcher. Recovery runs where a server starts; on a store shared by several hosts the
+ * master that takes over may run on another machine, where it can neither see nor kill what a
+ * dead server's step left running here (docs/step-processes.md, Several hosts). So before the
+ * exec, a step with a marker gets a watcher: a process of its group, detached from it by a
+ * double fork (so the step's own `wait` never waits for it), that holds pidfds of the server and
+ * of the step and sleeps in poll(2). When the step ends first, the watcher exits: a step that
+ * ended on its own is not swept (it may leave a daemon on purpose). When the server dies first
+ * (however it dies: SIGKILL, a crash, the OOM killer), the watcher SIGKILLs every process that
+ * carries the try's marker (ql_proc_kill_tokens, also those that left the group with setsid),
+ * then the step's whole process group, itself last. So a dead server's step processes are gone
+ * within milliseconds on its own host, whoever resumes the job and wherever. The watcher keeps no
+ * descriptor of the step's: stdin, stdout and stderr are /dev/null and the rest is closed, so
+ * the server's pipes see EOF when the step ends. Without pidfds (kernels before 5.3) or when a
+ * fork fails the step runs without a watcher, as before, and only recovery sweeps.
+ *
  * When exec fails the errno goes, as a decimal line, to the status fd (if given; it is made
  * close-on-exec with the rest, so the server reads EOF without data when exec succeeds), a message
  * goes to stderr, and the exit code is 127 when the command was not found, 126 when it was found
  * but could not be executed (the shell conventions). Usage errors exit with 125.
  */
+#include "engine/ql_proc.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum {
@@ -82,6 +102,77 @@ static void cloexec_above_stderr(void) {
         max = 1L << 20;
     for (long fd = 3; fd < max; fd++)
         fcntl((int)fd, F_SETFD, FD_CLOEXEC);
+}
+
+static int pidfd_of(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Closes every descriptor but a and b (stdin, stdout and stderr become /dev/null). */
+static void keep_only(int a, int b) {
+    int lo = a < b ? a : b, hi = a < b ? b : a;
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        if (null > STDERR_FILENO && null != a && null != b)
+            close(null);
+    }
+    close_range(3, (unsigned)lo - 1, 0);
+    close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+    close_range((unsigned)hi + 1, ~0U, 0);
+}
+
+/* The watcher's life (see the DESIGN): never returns. */
+static void watch(int server_fd, int step_fd, pid_t group, const char *token) {
+    keep_only(server_fd, step_fd);
+    struct pollfd p[2] = {{.fd = server_fd, .events = POLLIN}, {.fd = step_fd, .events = POLLIN}};
+    int n;
+    do
+        n = poll(p, 2, -1);
+    while (n < 0 && errno == EINTR);
+    /* The server first (both are readable when the server's death took the step with it). */
+    if (n > 0 && (p[0].revents & (POLLIN | POLLHUP))) {
+        ql_proc_tokens_t *set = NULL;
+        if (ql_proc_tokens_new(&set) == 0 && ql_proc_tokens_add(set, token) == 0)
+            ql_proc_kill_tokens(set, NULL);
+        ql_proc_tokens_free(set);
+        kill(-group, SIGKILL);
+    }
+    _exit(0);
+}
+
+/* Starts the watcher of this process, which is about to exec the step (see the DESIGN). Best
+ * effort: without it the step runs as it would have before. */
+static void start_watcher(pid_t server) {
+    const char *token = getenv(QL_PROC_TOKEN_ENV);
+    if (!token || !ql_proc_token_valid(token))
+        return;
+    int server_fd = pidfd_of(server), step_fd = pidfd_of(getpid());
+    /* The pidfd names the server only if the server still lives now: a pid is reused only
+     * after its process died, and our parent's death would have changed getppid(). */
+    if (server_fd < 0 || step_fd < 0 || getppid() != server) {
+        if (server_fd >= 0)
+            close(server_fd);
+        if (step_fd >= 0)
+            close(step_fd);
+        return;
+    }
+    pid_t group = getpgid(0);
+    pid_t mid = fork();
+    if (mid == 0) {
+        if (fork() == 0)
+            watch(server_fd, step_fd, group, token);
+        _exit(0); /* the watcher is nobody's child of the step's now */
+    }
+    if (mid > 0) {
+        int st;
+        while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    close(server_fd);
+    close(step_fd);
 }
 
 int main(int argc, char **argv) {
@@ -125,6 +216,7 @@ int main(int argc, char **argv) {
         return QL_EXEC_EXIT_USAGE;
     }
     cloexec_above_stderr();
+    start_watcher((pid_t)parent);
 
     execvp(argv[i], &argv[i]);
 

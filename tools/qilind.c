@@ -228,6 +228,9 @@ static int start(qilind_t *d, const char *config_path) {
     ql_config_get_address(d->cfg, "qilin.server.listen", &host, &port);
     ql_api_port(d->api, &port);
     bool v6 = strchr(host, ':') != NULL;
+    char address[300];
+    snprintf(address, sizeof address, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+    ql_node_set_api_address(d->node, address);
     const char *role = !ql_config_serves_jobs(d->cfg) ? "none (query mode)"
                        : ql_node_is_master(d->node)   ? "master"
                                                       : "standby";

@@ -249,3 +249,55 @@ static uint64_t pg_store_hash(ql_store_t *store) {
     PQfinish(c);
     return h;
 }
+
+/* The schema ql_test_store_opts gave dir (NULL when none). */
+static const char *schema_of(const char *dir) {
+    for (int i = 0; i < n_schemas; i++)
+        if (!strcmp(schemas[i].dir, dir))
+            return schemas[i].schema;
+    return NULL;
+}
+
+void ql_test_store_share(const char *dir, const char *as) {
+    ql_store_opts_t o;
+    ql_test_store_opts(as, &o);
+    if (!o.url)
+        return;
+    cr_assert_null(schema_of(dir), "%s has a schema of its own already", dir);
+    cr_assert_lt(n_schemas, MAX_SCHEMAS, "too many test stores in one process");
+    snprintf(schemas[n_schemas].dir, sizeof schemas[n_schemas].dir, "%s", dir);
+    snprintf(schemas[n_schemas].schema, sizeof schemas[n_schemas].schema, "%s", o.pg_schema);
+    n_schemas++;
+}
+
+void ql_test_pg_sql(const char *sql, char *out, size_t cap) {
+    const char *url = find_pg_url();
+    cr_assert_not_null(url, "no PostgreSQL for the test");
+    PGconn *c = PQconnectdb(url);
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = error"));
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", PQresultErrorMessage(r));
+    if (out && cap)
+        snprintf(out, cap, "%s",
+                 ok && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "");
+    PQclear(r);
+    PQfinish(c);
+    cr_assert(ok, "%s: %s", sql, msg);
+}
+
+int ql_test_pg_lock_backend(const char *dir) {
+    const char *schema = schema_of(dir);
+    cr_assert_not_null(schema, "no PostgreSQL store was opened on %s", dir);
+    char sql[512], pid[32];
+    snprintf(sql, sizeof sql,
+             "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE "
+             "l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted AND a.application_name = "
+             "'qilin-lock/%s'",
+             schema);
+    ql_test_pg_sql(sql, pid, sizeof pid);
+    return atoi(pid);
+}

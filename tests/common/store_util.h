@@ -48,6 +48,16 @@ const char *ql_test_pg_url(void);
  * them to out and returns how many (0 or 2); the strings stay valid until the process exits.
  * Call it before a fork: it may assert or skip like ql_test_store_opts. */
 int ql_test_store_settings(const char *dir, const char *out[2]);
+/* Gives dir the store of `as` (before either is opened or started with dir): on PostgreSQL
+ * the same schema, for several servers with data directories of their own on one shared store
+ * (nothing on LMDB, whose store is its directory). */
+void ql_test_store_share(const char *dir, const char *as);
+/* PostgreSQL only: runs sql on a session of its own on the tests' database and asserts that it
+ * worked; out (cap bytes, may be NULL) gets the first value of the first row ("" for none). */
+void ql_test_pg_sql(const char *sql, char *out, size_t cap);
+/* PostgreSQL only: the backend pid of the session that holds the job engine lock of dir's store
+ * (ql_store_lock_open, storage/ql_store.h), 0 when nobody holds it. */
+int ql_test_pg_lock_backend(const char *dir);
 /* ql_store_open with ql_test_store_opts; asserts that it worked. */
 void ql_test_store_open(const char *dir, ql_store_t **store);
 

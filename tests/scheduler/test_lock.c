@@ -9,6 +9,9 @@
  * stops (gracefully, or killed) the kernel releases its flock and B takes over within its
  * standby poll (1 s): it runs recovery first, then the READY jobs.
  *
+ * On PostgreSQL (scheduler_test_lock@pg) the nodes pick the store's advisory lock instead of the
+ * lock file, and the same cases hold: a dead process's session ends, which frees its lock.
+ *
  * Waits are conditions with deadlines on the loop (UV_RUN_ONCE with a 5 ms tick).
  */
 #include "scheduler/ql_submit.h"
@@ -17,6 +20,7 @@
 #include "tests/common/driver_proc.h"
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -267,12 +271,29 @@ static bool cond_a_logged(const void *arg) {
     return ql_test_file_has_line(path, needles);
 }
 
-/* flock(2) holds the open file, not its path: when <data>/job_engine.lock is removed, B opens
- * (creates) a new file there, locks it and raises the fencing epoch. A must notice (its lock check,
- * within a second), stop scheduling, and have its step stopped; B recovers the job and runs it. A
- * stays up as a standby. (docs/design/cluster.md, Fencing: a stale holder's writes are refused, and
- * no two servers run the same job at once.) */
-Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .fini = teardown) {
+/* How A loses its holding while it lives. LMDB: flock(2) holds the open file, not its path, so
+ * when <data>/job_engine.lock is removed B opens (creates) a new file there and locks it.
+ * PostgreSQL: A's lock session is ended (as an administrator's pg_terminate_backend, or a
+ * standby ending a stale master's, would), which frees the advisory lock for B. */
+static void take_the_lock_from_a(void) {
+    if (!strcmp(ql_test_store_backend(), "pg")) {
+        int backend = ql_test_pg_lock_backend(w.data);
+        cr_assert_gt(backend, 0, "nobody holds the PostgreSQL lock");
+        char sql[96];
+        snprintf(sql, sizeof sql, "SELECT pg_terminate_backend(%d, 5000)", backend);
+        ql_test_pg_sql(sql, NULL, 0);
+        return;
+    }
+    char lock_path[160];
+    snprintf(lock_path, sizeof lock_path, "%s/job_engine.lock", w.data);
+    cr_assert_eq(unlink(lock_path), 0);
+}
+
+/* A's holding ends while A lives (take_the_lock_from_a): B takes the lock and raises the fencing
+ * epoch. A must notice (its lock check, within a second), stop scheduling, and have its step
+ * stopped; B recovers the job and runs it. A stays up as a standby. (docs/design/cluster.md,
+ * Fencing: a stale holder's writes are refused, and no two servers run the same job at once.) */
+Test(job_lock, a_master_that_loses_its_lock_steps_down, .init = setup, .fini = teardown) {
     create_marker_model();
     uint64_t a_epoch = ql_test_node_epoch(w.b);
     ql_id_t job = submit_b(&w.marker_model, 0);
@@ -280,11 +301,9 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
     cr_assert_gt(pgid, 0, "A never started the step");
     cr_assert(ql_test_drive_until(&w.loop, cond_marker, NULL, DEADLINE_MS));
 
-    char lock_path[160];
-    snprintf(lock_path, sizeof lock_path, "%s/job_engine.lock", w.data);
-    cr_assert_eq(unlink(lock_path), 0);
+    take_the_lock_from_a();
     cr_assert(ql_test_drive_until(&w.loop, cond_b_master, NULL, 3000),
-              "B did not take the new lock file within 3 s");
+              "B did not take the lock within 3 s");
     cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "B's holding raised the epoch");
     cr_assert(ql_test_drive_until(&w.loop, cond_a_logged, "lost the job engine lock", 3000),
               "A did not step down");
@@ -301,9 +320,13 @@ Test(job_lock, a_master_whose_lock_file_is_replaced_steps_down, .init = setup, .
               "A went back to standby");
     cr_assert_not(w.a.exited, "A stays up");
 
-    /* And it settles: B keeps the lock on the new file over several polls of both servers. */
-    struct stat st;
-    cr_assert_eq(stat(lock_path, &st), 0, "the lock file exists again");
+    /* And it settles: B keeps the lock over several polls of both servers. */
+    if (strcmp(ql_test_store_backend(), "pg") != 0) {
+        char lock_path[160];
+        struct stat st;
+        snprintf(lock_path, sizeof lock_path, "%s/job_engine.lock", w.data);
+        cr_assert_eq(stat(lock_path, &st), 0, "the lock file exists again");
+    }
     ql_test_drive_for(&w.loop, 3500);
     cr_assert(ql_node_is_master(w.b), "B is still the master");
     cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "nobody took the lock since");

@@ -3,8 +3,10 @@
  * servers; ql_sched.h, DESIGN). Server A, the master, is a node in a process of its own
  * (tests/scheduler/node_driver.c, polling every second); server B, a standby, is a node in this
  * process. B applies PAUSE, DISCARD, RESTART and RESUME exactly as a standby's REST API does:
- * ql_job_apply_action through its own writer, straight to the shared store. A never hears of
- * them; it must notice the stored state at its next poll and stop its step's process group.
+ * ql_job_apply_action through its own writer, straight to the shared store. A is not told on
+ * LMDB: it must notice the stored state at its next poll and stop its step's process group. On
+ * PostgreSQL (the @pg run) the commit's notification makes it look at once (docs/postgresql.md,
+ * Wake-ups across servers); the outcomes asserted are the same.
  *
  * The job's step sleeps 30 s on its first try and succeeds at once (printing the pid of the
  * server that runs it) on later ones; a model of template set `nap` has a built-in sleep step

@@ -1,15 +1,18 @@
 /*
  * The job engine lock (docs/design/cluster.md, DefaultScheduler): only the holder schedules on a
- * metadata store. An interface, so the ZooKeeper lock (/job_engine/global_job_engine_lock) and
- * leader election can take the embedded lock's place.
+ * metadata store. An interface, polled by the node (a standby tries every second, the holder
+ * checks every second and renews every QL_LOCK_RENEW_MS), so the ZooKeeper lock
+ * (/job_engine/global_job_engine_lock) and leader election can take the other locks' place. The
+ * node picks the lock from the store's backend (server/node_lock.c): the file lock on LMDB, the
+ * PostgreSQL lock on PostgreSQL.
  *
- * The embedded store's lock is an exclusive flock(2) on <data>/job_engine.lock, holding the
- * holder's pid and host. The kernel releases it when the holder's process dies, however it
- * dies, so a standby can take over without any timeout; and two holders can never coexist on
- * one host. Each acquisition raises a fencing epoch stored in the metadata (meta
- * "job_engine_epoch"), which the holder writes into the jobs it moves.
+ * The file lock (LMDB: servers on one host share a data directory) is an exclusive flock(2) on
+ * <data>/job_engine.lock, holding the holder's pid and host. The kernel releases it when the
+ * holder's process dies, however it dies, so a standby can take over without any timeout; and
+ * two holders can never coexist on one host. Each acquisition raises a fencing epoch stored in
+ * the metadata (meta "job_engine_epoch"), which the holder writes into the jobs it moves.
  *
- * The lease. A holder that is stopped (SIGSTOP, a debugger) or whose loop is wedged keeps its
+ * Its lease. A holder that is stopped (SIGSTOP, a debugger) or whose loop is wedged keeps its
  * flock while it schedules nothing. So the holder renews a lease in the same file, a second
  * line "lease pid=P start=S renewed_boot_ms=T" (its pid, its start time from /proc/PID/stat
  * and CLOCK_BOOTTIME milliseconds), every QL_LOCK_RENEW_MS from its loop. A standby that tries
@@ -18,6 +21,12 @@
  * takes the freed lock the normal way, raising the epoch: whatever the old holder might still
  * write is refused by fencing. So scheduling stops for at most about lease_ms + 1 s. The lease
  * is only meaningful on one host (CLOCK_BOOTTIME and pids are per host), which the flock is too.
+ *
+ * The PostgreSQL lock (servers on several hosts share a PostgreSQL store) is the store's
+ * session advisory lock on a session of its own (ql_store_lock_open, storage/ql_store.h), with
+ * the same epoch, a holder record (server id, API address, pid, epoch) that standbys log, and
+ * the same lease on the database's clock: a standby ends a stale holder's lock session
+ * (pg_terminate_backend) instead of killing its process, which may be on another host.
  */
 #ifndef QL_LOCK_H
 #define QL_LOCK_H
@@ -33,23 +42,30 @@ typedef struct ql_lock_ops {
     /* What kind of lock this is, recorded by the coordination guard (ql_node.h): "file",
      * "pg", "zk" or "sim". Servers of one store must use one kind. */
     const char *kind;
-    /* Tries once, without blocking. *acquired tells; when not, holder (cap bytes) says who
-     * holds it, e.g. "pid 4242 on host db1 since 2026-09-01T10:00:00Z". */
+    /* Tries once, without waiting for another holder. *acquired tells; when not, holder (cap
+     * bytes) says who holds it, e.g. "pid 4242 on host db1, fencing epoch 7". On an error the
+     * lock may say more than the code in lock->why. */
     int (*try_acquire)(ql_lock_t *lock, bool *acquired, char *holder, size_t cap);
     /* Whether a holding is still in force as far as the lock itself can tell (the file lock:
-     * its file is still the one at the path). The fencing epoch is checked separately. */
+     * its file is still the one at the path; the PostgreSQL lock: its session lives and answers
+     * in time). When not, lock->why may say why. The fencing epoch is checked separately. */
     bool (*still_held)(ql_lock_t *lock);
     /* The holder renews its lease (NULL: a lock without one); called every QL_LOCK_RENEW_MS
      * while held. */
     void (*renew)(ql_lock_t *lock);
     void (*release)(ql_lock_t *lock);
     void (*free)(ql_lock_t *lock);
+    /* The API address ("host:port") recorded with the holdings (NULL: a lock that records
+     * none); a server listening on port 0 learns it only once it listens. */
+    void (*set_address)(ql_lock_t *lock, const char *address);
 } ql_lock_ops_t;
 
 struct ql_lock {
     const ql_lock_ops_t *ops;
     bool held;
     uint64_t fence; /* epoch of the current holding, 0 when not held */
+    char why[512];  /* why the last try failed or the holding ended, "" when the lock has no more
+                       to say than its error code */
 };
 
 /* How often the holder renews its lease. */
@@ -65,6 +81,18 @@ typedef struct ql_lock_file_opts {
 int ql_lock_file_new(const char *dir, ql_store_t *store, const ql_lock_file_opts_t *opts,
                      ql_lock_t **out);
 
+typedef struct ql_lock_pg_opts {
+    const char *server_id; /* recorded with each holding (ql_config_server_id); copied */
+    const char *address;   /* the API's "host:port"; copied */
+    int64_t lease_ms;      /* a standby ends a holder whose lease is older; 0: no lease check */
+    ql_log_t *log;         /* borrowed, may be NULL: the standby's decisions */
+} ql_lock_pg_opts_t;
+
+/* The PostgreSQL store's lock (store borrowed; it must outlive the lock). Opens the lock's own
+ * session at once, so a proxy that pools transactions is refused here, with err saying why. */
+int ql_lock_pg_new(ql_store_t *store, const ql_lock_pg_opts_t *opts, ql_lock_t **out,
+                   ql_err_t *err);
+
 static inline int ql_lock_try_acquire(ql_lock_t *l, bool *acquired, char *holder, size_t cap) {
     return l->ops->try_acquire(l, acquired, holder, cap);
 }
@@ -77,6 +105,10 @@ static inline void ql_lock_renew(ql_lock_t *l) {
 }
 static inline void ql_lock_release(ql_lock_t *l) {
     l->ops->release(l);
+}
+static inline void ql_lock_set_address(ql_lock_t *l, const char *address) {
+    if (l->ops->set_address)
+        l->ops->set_address(l, address);
 }
 static inline void ql_lock_free(ql_lock_t *l) {
     if (l)

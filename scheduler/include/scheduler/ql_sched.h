@@ -25,7 +25,8 @@
  *   poll interval, and whenever a submission, resume or step end wakes it) reads the stored
  *   state of each job it executes a step for, in one read transaction; a job no longer RUNNING
  *   there (PAUSED, DISCARDED, READY after a restart, SUICIDAL, gone) has its step stopped like
- *   a local action would, and the state found is kept. Latency: one poll interval at most.
+ *   a local action would, and the state found is kept. Latency: one poll interval at most;
+ *   on PostgreSQL the node hears of such a change at once and calls ql_sched_notice for it.
  * - Startup recovery (ql_sched_recover): RUNNING and PENDING jobs go back to READY, recorded
  *   process groups of interrupted steps are killed, and jobs resume from the first step that
  *   did not finish. A step another server ran (a store shared by several hosts) is left to its
@@ -94,6 +95,13 @@ void ql_sched_pause_fetching(ql_sched_t *s);
 bool ql_sched_is_fetching(const ql_sched_t *s);
 /* Asks for a fetch as soon as possible (coalesced). Call after a submission or resume. */
 void ql_sched_kick(ql_sched_t *s);
+/* Another process changed job in the store (NULL: any job may have changed), as the store's
+ * change session reports it (ql_store_changes_drain): kicks the fetcher and, when this scheduler
+ * runs a step or a retry wait of that job (of any job, for NULL), reads the stored state now
+ * and stops the run of a job no longer RUNNING, as every poll interval does (see the DESIGN).
+ * During a stop that waits for running steps, it may end the stop, whose done callback may
+ * free s: nothing may use s after this call. */
+void ql_sched_notice(ql_sched_t *s, const ql_id_t *job);
 
 typedef void (*ql_sched_done_cb)(void *arg, int status, const ql_err_t *err);
 /* Applies action to a job through the writer, then stops its step process if it was running

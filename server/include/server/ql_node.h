@@ -71,8 +71,9 @@ typedef struct ql_node_opts {
     /* Borrowed, must outlive the node; NULL: the node makes its own. */
     ql_clock_t *clock;               /* NULL: the real clock on loop */
     ql_store_t *store;               /* NULL: qilin.storage.path, opened with its settings */
-    ql_lock_t *lock;                 /* NULL: the data directory's file lock (ql_lock_file_new);
-                                        the node releases what it holds when it stops or aborts */
+    ql_lock_t *lock;                 /* NULL: the store's (the data directory's file lock on LMDB,
+                                        the advisory lock on PostgreSQL: ql_lock.h); the node
+                                        releases what it holds when it stops or aborts */
     const ql_templates_t *templates; /* NULL: loaded from qilin.jobs.templates */
     ql_node_writer_mode_t writer;
     /* The dispatcher's fixed-delay timer is not started: the driver runs every scan itself
@@ -113,6 +114,10 @@ ql_submission_t *ql_node_submission(ql_node_t *n);
 bool ql_node_is_master(const ql_node_t *n);
 /* Who holds the lock when this node does not ("" when it does or it never looked). */
 const char *ql_node_lock_holder(const ql_node_t *n);
+/* The address ("host:port") the API listens on, once it does: recorded with the job engine
+ * lock's holdings on PostgreSQL, where standbys on other hosts show it (a server configured
+ * with port 0 knows its port only then). */
+void ql_node_set_api_address(ql_node_t *n, const char *address);
 
 /* Tells the scheduler (if any) that a job may be ready: call after a resume (the submission
  * service calls it after each submission). */

@@ -57,7 +57,9 @@ typedef struct ql_store_opts {
     struct ql_log *log; /* borrowed, may be NULL (stderr): the writer guard's decisions */
     /* PostgreSQL (docs/postgresql.md): NULL or "": the LMDB store under path. Otherwise a
      * postgresql:// URL or a libpq conninfo of the database that holds the metadata; path then
-     * only holds the step logs. map_size, max_readers and writer_stall_ms do not apply. */
+     * only holds the step logs. map_size and max_readers do not apply; writer_stall_ms bounds
+     * how long a write transaction may sit idle between two statements (its client stopped)
+     * before the database ends its session, which frees the rows it locked. */
     const char *url;
     const char *pg_schema;      /* NULL or "": "qilin" (created when missing) */
     unsigned pg_pool_size;      /* connections kept; 0: 6 */
@@ -104,11 +106,139 @@ int ql_store_stat(ql_store_t *store, ql_store_stat_t *out);
  * false for LMDB, whose every server runs on this machine and shares its data directory
  * (docs/step-processes.md, Several hosts). */
 bool ql_store_spans_hosts(const ql_store_t *store);
+/* The store's backend: "lmdb" or "postgresql" (static string, no I/O; ql_store_stat_t.backend
+ * without the statistics). */
+const char *ql_store_backend(const ql_store_t *store);
 
 /* Seam for tests: called after every successful commit of a top-level write transaction (the
  * sync has completed when it runs), on the committing thread. NULL to remove. */
 typedef void (*ql_store_commit_hook)(void *arg);
 void ql_store_set_commit_hook(ql_store_t *store, ql_store_commit_hook hook, void *arg);
+
+/* ---- the job engine lock of a shared store (PostgreSQL only) ----
+ *
+ * Several servers on several hosts share one PostgreSQL store; one of them, the master, holds
+ * the job engine lock (docs/postgresql.md, The job engine lock; docs/design/multi-host.md). The
+ * lock is a session advisory lock, pg_try_advisory_lock(<key derived from the schema>), taken on
+ * a session of its own (never one of the pool's): the lock lives exactly as long as that
+ * session, so it frees itself when the holder's process dies. The session has TCP keepalives
+ * on both ends (idle 5 s, interval 2 s, 3 probes) and tcp_user_timeout 10 s, so a holder whose
+ * host is gone loses it in about 11 s; a statement timeout of 2 s bounds each of its queries.
+ *
+ * Winning the lock raises the fencing epoch (ql_fence_raise, meta "job_engine_epoch") and
+ * records the holder (meta "engine_holder": server id, API address, pid, epoch and the backend
+ * pid of its lock session) and its lease (meta "engine_lease": the database's clock) in one write
+ * transaction. The holder renews the lease every QL_LOCK_RENEW_MS (ql_store_lock_renew). A
+ * server whose try finds the lock held reads the holder, and when the lease is older than
+ * lease_ms by the database's clock (the holder is stopped, wedged or cut off, and its session
+ * may still be alive: a stopped process's kernel answers keepalives) it ends the holder's lock
+ * session with pg_terminate_backend, logs why, and takes the freed lock the normal way, raising
+ * the epoch: whatever the old holder still writes is refused by fencing (QL-00011).
+ *
+ * A transaction-pooling proxy (PgBouncer's pool_mode=transaction) would hand the session's
+ * backend, and its lock, to other clients between statements: ql_store_lock_open refuses one,
+ * seen as a lock session whose pg_backend_pid() changes between two statements or is shared
+ * with another session; a change seen later ends the holding.
+ *
+ * LMDB has no such lock (its servers share a data directory on one host and use the file lock,
+ * scheduler/ql_lock.h): ql_store_lock_open answers UV_ENOTSUP there.
+ *
+ * Threads: a lock object is used by one thread at a time (the node's loop thread).
+ * ql_store_lock_open, _try, _release and _set_address make blocking round trips, bounded by the
+ * statement timeout and the keepalives; ql_store_lock_renew and _still_held never wait for the
+ * database: the renewal is sent and its answer collected by the next call. */
+typedef struct ql_store_lock ql_store_lock_t;
+
+typedef struct ql_store_lock_opts {
+    const char *server_id; /* ql_config_server_id; copied */
+    const char *address;   /* the API's "host:port"; copied (see ql_store_lock_set_address) */
+    /* A server whose try finds the holder's lease older than this ends the holder's session
+     * (qilin.server.master-lease-ms); 0: never. The holder also counts itself cut off when a
+     * renewal stays unanswered for half of it (at least 1 s; 10 s when 0). */
+    int64_t lease_ms;
+    struct ql_log *log; /* borrowed, may be NULL: terminations and refusals */
+    /* Fault seam for tests: every pg_backend_pid() read on the lock session goes through it
+     * (the value it returns is used), to play a transaction-pooling proxy. NULL in servers. */
+    int (*backend_pid_hook)(void *arg, int pid);
+    void *hook_arg;
+} ql_store_lock_opts_t;
+
+/* Who holds the lock, as recorded by the holding (ql_store_lock_try fills it when the lock is
+ * someone else's). */
+typedef struct ql_store_holder {
+    bool known; /* the details below are the current holding's (false: it has not recorded
+                   them yet, or the holder is another kind of client) */
+    char server_id[208];
+    char address[128];
+    long pid;
+    uint64_t epoch;
+    int backend_pid;      /* the holder's lock session on the database server */
+    int64_t lease_age_ms; /* by the database's clock; -1: unknown */
+} ql_store_holder_t;
+
+/* Opens the lock's own session on store's database and checks that it is a real session (no
+ * transaction pooling). store is borrowed and must outlive the lock. Errors: UV_ENOTSUP on LMDB;
+ * QL_EUNAVAILABLE (the database cannot be reached); QL_EINVAL (a transaction-pooling proxy),
+ * with err saying why. *out is the caller's, freed by ql_store_lock_close. */
+int ql_store_lock_open(ql_store_t *store, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
+                       ql_err_t *err);
+/* Tries the lock once (reconnecting the session first when it was lost). Won (or held
+ * already): *acquired and *epoch (the holding's fencing token). Held by another: *acquired is
+ * false and holder (may be NULL) says who; if its lease is stale it is ended first (see above)
+ * and the lock taken if that freed it. An error (err says why) leaves the lock not held. */
+int ql_store_lock_try(ql_store_lock_t *lock, bool *acquired, uint64_t *epoch,
+                      ql_store_holder_t *holder, ql_err_t *err);
+/* Whether the holding is still in force as far as the lock can tell: its session is alive,
+ * the last renewal was not refused (the epoch moved) and none has waited for an answer past the
+ * bound. When not, why (cap bytes, may be NULL) says why, and the holding is over (release it).
+ * Never waits for the database. */
+bool ql_store_lock_still_held(ql_store_lock_t *lock, char *why, size_t cap);
+/* The holder renews its lease: collects the previous renewal's answer and sends the next
+ * (nothing while one is unanswered). Call every QL_LOCK_RENEW_MS while held. */
+void ql_store_lock_renew(ql_store_lock_t *lock);
+/* Ends the holding: the lock is unlocked, or its session closed when the holding was lost
+ * (which frees whatever it still held). Nothing when not held. */
+void ql_store_lock_release(ql_store_lock_t *lock);
+/* Changes the API address recorded for the holdings (a server listening on port 0 knows its
+ * address only once it listens); a current holding's record is rewritten, fenced. */
+int ql_store_lock_set_address(ql_store_lock_t *lock, const char *address);
+/* Releases, closes the session and frees the lock. NULL is fine. */
+void ql_store_lock_close(ql_store_lock_t *lock);
+
+/* ---- changes made by other servers (docs/postgresql.md, Wake-ups) ----
+ *
+ * Several servers may share a PostgreSQL store. Every committed write that creates a READY job
+ * or moves a job to READY, PAUSED or DISCARDED (a submission, a job action) notifies the other
+ * users of the schema: its commit sends one NOTIFY naming the jobs, which PostgreSQL delivers
+ * only when the transaction commits, in commit order. A server hears them on a session of its
+ * own (LISTEN) whose socket it watches, so the master starts a build submitted elsewhere, and
+ * stops a step paused elsewhere, without waiting for its next poll. LMDB has no such channel
+ * (its writers are processes of one host, which the poll serves as before): listening there is
+ * UV_ENOTSUP and there is no socket.
+ *
+ * Threads: the three calls use the change session, which belongs to one thread at a time (the
+ * loop thread of a server); they run beside transactions on other threads. The session is
+ * closed with the store. */
+
+/* Opens the change session (a connection of its own, LISTEN on the schema's channel), first
+ * closing a broken one: 0; UV_ENOTSUP on LMDB; QL_EUNAVAILABLE when PostgreSQL cannot be
+ * reached (err says why; try again later, with backoff). After a session was lost, the next
+ * drain of the new one first reports "anything may have changed" (job NULL): what was sent
+ * while nobody listened is gone. Blocks for the connection's round trips. */
+int ql_store_changes_listen(ql_store_t *store, ql_err_t *err);
+/* The descriptor to watch for readability (uv_poll) while listening: a duplicate of the change
+ * session's socket, owned by the store; -1 without a session (LMDB, never opened). It stays open
+ * until the next ql_store_changes_listen or the store's close, also once a drain found the
+ * session broken (libpq's own socket is closed then): stop watching it before either. */
+int ql_store_changes_fd(ql_store_t *store);
+/* What a drain reports: a job named by a committed change, or NULL: anything may have changed
+ * (the session was replaced, or a transaction changed too many jobs to name). The id is
+ * borrowed for the call. A job may be reported more than once. */
+typedef void (*ql_store_change_cb)(void *arg, const ql_id_t *job);
+/* Reads what arrived on the change session without blocking and reports it through cb: 0;
+ * QL_EUNAVAILABLE when the session is broken (or there is none): stop watching its socket and
+ * call ql_store_changes_listen again later. On LMDB 0, reporting nothing. */
+int ql_store_changes_drain(ql_store_t *store, ql_store_change_cb cb, void *arg);
 
 /* ---- transactions ---- */
 
