@@ -136,6 +136,15 @@ bool ql_api_begin(ql_api_t *api, ql_http_req_t *req, unsigned flags) {
                               accept);
         return false;
     }
+    if ((flags & API_WRITE) && ql_http_req_role(req) != QL_AUTH_ROLE_ADMIN) {
+        const char *user = ql_http_req_user(req);
+        ql_api_fail(req, QL_EFORBIDDEN,
+                    "user %s has the role %s, which may read only: %s %s changes the store and "
+                    "needs a user whose role is ADMIN (qilin.server.users)",
+                    user ? user : "-", ql_auth_role_name(ql_http_req_role(req)),
+                    ql_http_req_method(req), ql_http_req_path(req));
+        return false;
+    }
     if ((flags & API_WRITE) && !api->writes_allowed) {
         ql_api_fail(req, QL_EMODE,
                     "this server runs in mode '%s' (kylin.server.mode) and serves reads only: "
@@ -446,7 +455,8 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         if ((rc = ql_api_routes_projects(api)) || (rc = ql_api_routes_models(api)) ||
             (rc = ql_api_routes_segments(api)) || (rc = ql_api_routes_jobs(api)) ||
             (rc = ql_api_routes_job_actions(api)) || (rc = ql_api_routes_adhoc(api)) ||
-            (rc = ql_api_routes_status(api)))
+            (rc = ql_api_routes_status(api)) || (rc = ql_api_routes_ui(api)) ||
+            (rc = ql_api_routes_console(api)))
             ql_err_set(err, rc, "cannot register the routes: %s", ql_strerror(rc));
     }
     if (!rc) {
@@ -495,6 +505,13 @@ int ql_api_listen(ql_api_t *api, const char *hostport, ql_err_t *err) {
     bool loopback = ql_http_server_is_loopback(api->server);
     if ((rc = ql_auth_check_listen(api->auth, loopback, err)))
         return rc;
+    int port = 0;
+    ql_http_server_port(api->server, &port);
+    char address[300];
+    const char *colon = strrchr(hostport, ':');
+    snprintf(address, sizeof address, "%.*s:%d", colon ? (int)(colon - hostport) : 0, hostport,
+             port);
+    ql_api_presence_start(api, address);
     /* Allowed, since an operator configured it, but never silently: every local user knows it. */
     if (ql_auth_uses_default_password(api->auth))
         ql_log(api->log, QL_LOG_WARN, "api",
@@ -533,6 +550,7 @@ void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
     if (api->closing)
         return;
     api->closing = true;
+    ql_api_presence_stop(api);
     api->close_done = done;
     api->close_arg = arg;
     /* Verifications in flight answer their requests with 503 once they finish; the router
@@ -548,6 +566,7 @@ void ql_api_close(ql_api_t *api, void (*done)(void *arg), void *arg) {
 void ql_api_free(ql_api_t *api) {
     if (!api)
         return;
+    ql_api_presence_stop(api);
     ql_http_server_free(api->server);
     ql_http_router_free(api->router);
     ql_api_hosts_free(&api->hosts);

@@ -43,6 +43,9 @@ struct ql_api {
     void *close_arg;
     bool server_closed;
     unsigned works; /* threadpool work items in flight (scans); close waits for them */
+    /* <data>/servers/server-<pid>.json, locked while this server lives (api_presence.c) */
+    char presence_path[4200];
+    int presence_fd;
     ql_api_stats_t stats;
 };
 
@@ -400,6 +403,29 @@ int ql_api_routes_jobs(ql_api_t *api);
 int ql_api_routes_job_actions(ql_api_t *api);
 int ql_api_routes_adhoc(ql_api_t *api);
 int ql_api_routes_status(ql_api_t *api);
+int ql_api_routes_ui(ql_api_t *api);
+int ql_api_routes_console(ql_api_t *api);
+
+/* ---- the web console (api_ui.c) ------------------------------------------------------- */
+
+/* The Content-Security-Policy of every /ui answer. */
+extern const char ql_api_ui_csp[];
+/* The next instant at which model's automatic build triggers in zone (an IANA name) after
+ * now, epoch ms; 0 when it has no enabled schedule (or the zone cannot be loaded). */
+int64_t ql_api_next_trigger(const ql_model_t *m, const char *zone, int64_t now);
+/* The time zone of project p (its kylin.web.timezone, else the server's, else UTC) into buf. */
+void ql_api_project_zone(ql_api_t *api, const ql_project_t *p, char *buf, size_t cap);
+
+/* Announces this server (listening on address, "host:port") in the data directory's servers/
+ * folder; ql_api_presence_stop takes it back. Failures are logged only. */
+void ql_api_presence_start(ql_api_t *api, const char *address);
+void ql_api_presence_stop(ql_api_t *api);
+/* The servers announced in the data directory whose process lives, with their role (master,
+ * standby, query) and whether each is this one: a new array. */
+json_t *ql_api_presence_list(ql_api_t *api);
+
+/* Whether an If-None-Match value (NULL: none) names etag (with its quotes) or is "*". Pure. */
+bool ql_api_etag_matches(const char *if_none_match, const char *etag);
 
 #define QL_API_BASE "/kylin/api"
 

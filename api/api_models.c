@@ -351,11 +351,20 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
     ql_model_t m;
     ql_err_t err = {0};
     int rc = ql_api_get_model(txn, project, name, 0, &m, &err);
+    /* The console shows times in the project's zone, and when the next cycle comes. */
+    char zone[128] = "UTC";
+    ql_project_t p;
+    if (!rc && ql_api_get_project(txn, m.project, &p, NULL) == 0) {
+        ql_api_project_zone(api, &p, zone, sizeof zone);
+        ql_project_free(&p);
+    }
     ql_txn_abort(txn);
     if (rc) {
         ql_api_fail_err(req, rc, &err);
         return;
     }
+    json_t *extra = json_pack("{s:s, s:I}", "timezone", zone, "next_trigger",
+                              (json_int_t)ql_api_next_trigger(&m, zone, ql_api_now(api)));
     ql_decision_t d = {0};
     d.model = m.id;
     snprintf(d.project, sizeof d.project, "%s", m.project);
@@ -378,16 +387,23 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
         json_t *o = decision_json(&d);
         json_object_set_new(o, "state", json_string("UNKNOWN"));
         json_object_set_new(o, "reason", json_string("no dispatcher on this server"));
+        json_object_update(o, extra);
+        json_decref(extra);
         ql_api_ok(req, o, msg);
         return;
     }
     if (ql_dispatcher_decision(disp, &d.model, &d) != 0) {
         json_t *o = decision_json(&d);
         json_object_set_new(o, "reason", json_string("not evaluated yet"));
+        json_object_update(o, extra);
+        json_decref(extra);
         ql_api_ok(req, o, "the dispatcher has not evaluated this model since the server started");
         return;
     }
-    ql_api_ok(req, decision_json(&d), NULL);
+    json_t *o = decision_json(&d);
+    json_object_update(o, extra);
+    json_decref(extra);
+    ql_api_ok(req, o, NULL);
 }
 
 int ql_api_routes_models(ql_api_t *api) {

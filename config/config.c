@@ -351,9 +351,9 @@ static int check_user(const char *name, const char *hash, const char *role, char
                     "$y$..., $6$..., ... as made by `qilin passwd` or `mkpasswd`; never a plain "
                     "password)",
                     name);
-    if (strcasecmp(role, "ADMIN") != 0)
-        return fail(why, len, "user '%s': unknown role '%.*s' (accepted: ADMIN)", name, SHOWN,
-                    role);
+    if (strcasecmp(role, "ADMIN") != 0 && strcasecmp(role, "VIEWER") != 0)
+        return fail(why, len, "user '%s': unknown role '%.*s' (accepted: ADMIN, VIEWER)", name,
+                    SHOWN, role);
     return 0;
 }
 
@@ -371,7 +371,8 @@ static int add_user(value_t *v, const char *name, size_t nn, const char *hash, s
         return fail(why, len, "out of memory");
     if (check_user(u->name, u->password_hash, u->role, why, len) != 0)
         return -1;
-    memcpy((char *)u->role, "ADMIN", 5); /* canonical case; the length matched */
+    /* Canonical case; the length matched. */
+    memcpy((char *)u->role, strcasecmp(u->role, "ADMIN") == 0 ? "ADMIN" : "VIEWER", rn);
     /* Names match case-insensitively at login (as in Kylin), so "admin" repeats "ADMIN". */
     for (size_t i = 0; i + 1 < v->nusers; i++)
         if (strcasecmp(v->users[i].name, u->name) == 0)

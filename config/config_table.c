@@ -144,7 +144,8 @@ static const ql_config_option_t options[] = {
     {.key = "qilin.server.users",
      .type = QL_CONFIG_USERS,
      .def = "",
-     .doc = "API users: a sequence of {name, password_hash, role}. Empty means ADMIN with a "
+     .doc = "API users: a sequence of {name, password_hash, role} (role ADMIN or VIEWER, "
+            "read-only). Empty means ADMIN with a "
             "random password generated into <data>/admin.password, on loopback only (see "
             "Users)."},
     {.key = "qilin.server.id",
@@ -307,6 +308,27 @@ static const ql_config_option_t options[] = {
      .check = check_zk_path,
      .accepts = "an absolute ZooKeeper path such as /kylin (no empty, . or .. element, no "
                 "trailing /)"},
+    {.key = "qilin.cluster.session-timeout-ms",
+     .type = QL_CONFIG_MS,
+     .def = "10000",
+     .min = 400,
+     .max = 120000,
+     .doc = "ZooKeeper session timeout asked for (the server may narrow it to its own bounds): "
+            "how long ZooKeeper waits after a server of this cluster stopped answering before it "
+            "ends its session and frees its locks and leadership. The server closes its own "
+            "session when its loop stalls for half of it. The default equals the default "
+            "`qilin.cluster.takeover-grace-ms`. Read by the ZooKeeper coordination, which "
+            "servers of this build do not start yet (docs/zookeeper.md)."},
+    {.key = "qilin.cluster.suspend-kill-ms",
+     .type = QL_CONFIG_MS,
+     .def = "0",
+     .min = 0,
+     .max = HOUR_MS,
+     .doc = "After the ZooKeeper connection is lost, how long the server waits for it to come "
+            "back before it treats its locks as doubtful and stops its running steps (another "
+            "server may legally take over about a third of the session timeout after the loss). "
+            "0: a quarter of the session timeout. Not used by servers of this build yet "
+            "(docs/zookeeper.md)."},
     /* storage */
     {.key = "qilin.storage.path",
      .type = QL_CONFIG_PATH,
@@ -636,7 +658,8 @@ static const char md_users[] =
     "\n"
     "On the command line the same list is `--set "
     "qilin.server.users='NAME:HASH:ROLE[;NAME:HASH:ROLE...]'` (quoted for the shell: hashes "
-    "contain `$`). The only role is `ADMIN`.\n";
+    "contain `$`). Roles: `ADMIN` may do everything; `VIEWER` may read (the REST API, the web "
+    "console, `/metrics`) and every write it sends is refused with 403.\n";
 
 int ql_config_write_markdown(FILE *out) {
     fputs(md_head, out);

@@ -92,11 +92,15 @@ int ql_auth_role_parse(const char *text, ql_auth_role_t *out) {
         *out = QL_AUTH_ROLE_ADMIN;
         return 0;
     }
+    if (text && strcasecmp(text, "VIEWER") == 0) {
+        *out = QL_AUTH_ROLE_VIEWER;
+        return 0;
+    }
     return QL_EINVAL;
 }
 
 const char *ql_auth_role_name(ql_auth_role_t role) {
-    return role == QL_AUTH_ROLE_ADMIN ? "ADMIN" : "NONE";
+    return role == QL_AUTH_ROLE_ADMIN ? "ADMIN" : role == QL_AUTH_ROLE_VIEWER ? "VIEWER" : "NONE";
 }
 
 enum { HASH_BAD, HASH_SODIUM, HASH_CRYPT };

@@ -52,5 +52,8 @@ Watch it from another terminal, in this directory:
   curl -s -u "ADMIN:\$(cat $pwfile)" '$server/kylin/api/jobs?project=demo'
 A segment goes NEW -> READY within seconds; Ctrl-C stops the server.
 
+The web console:  $server/ui   (the demo's model: $server/ui/projects/demo/models/orders)
+  log in as ADMIN with the password in $pwfile:  cat $pwfile
+
 MSG
 wait $pid

@@ -13,13 +13,29 @@ packages=(
     clang libclang-rt-14-dev clang-format
     curl
     iproute2  # ip: the partition test's network namespace and link (docs/testing.md)
+    chromium
 )
+# The web console's browser test (tests/ui): node and npm, unless a node is installed already
+# (a newer one from elsewhere: Debian's npm package would conflict with it).
+command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
+
+# puppeteer-core, pinned by tests/ui/package-lock.json; it drives Debian's chromium and never
+# downloads a browser of its own.
+npm_ci() {
+    local dir
+    dir="$(cd "$(dirname "$0")/.." && pwd)/tests/ui"
+    if [ ! -d "$dir/node_modules/puppeteer-core" ]; then
+        echo "setup: npm ci in $dir" >&2
+        (cd "$dir" && PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund >&2)
+    fi
+}
 
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
+    npm_ci
     exit 0
 fi
 echo "setup: installing ${missing[*]}" >&2
@@ -28,3 +44,4 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >&2
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+npm_ci

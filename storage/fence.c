@@ -1,5 +1,8 @@
-/* Fencing tokens of the job engine lock: see ql_meta.h. */
+/* Fencing tokens of the job engine lock and of per-job locks: see ql_meta.h. */
 #include "storage/ql_meta.h"
+#include "store_ops.h"
+
+#include <stdlib.h>
 
 #define EPOCH_KEY "job_engine_epoch"
 
@@ -32,4 +35,71 @@ int ql_fence_check(ql_txn_t *txn, uint64_t token, ql_err_t *err) {
                       "%llu, but the lock's epoch is now %llu (another server took the lock); "
                       "the change is refused",
                       (unsigned long long)token, (unsigned long long)cur);
+}
+
+/* Tokens are stored as signed 64-bit integers on PostgreSQL; a ZooKeeper zxid is one. */
+static int check_token(uint64_t token, const char *what, ql_err_t *err) {
+    if (token == 0 || token > (uint64_t)INT64_MAX)
+        return ql_err_set(err, QL_EINVAL,
+                          "%s: the fencing token %llu is out of range (1 to 2^63-1)", what,
+                          (unsigned long long)token);
+    return 0;
+}
+
+int ql_fence_claim(ql_txn_t *txn, uint64_t token, ql_err_t *err) {
+    int rc = check_token(token, "job engine lock", err);
+    if (rc)
+        return rc;
+    if (!txn->write)
+        return ql_err_set(err, QL_EINVAL, "job engine lock: a claim needs a write transaction");
+    uint64_t cur = 0;
+    if (txn->ops->fence_claim) {
+        rc = txn->ops->fence_claim(txn, token, &cur);
+    } else if (!(rc = ql_fence_current(txn, &cur))) {
+        if (cur > token)
+            rc = QL_EFENCED;
+        else if (cur < token)
+            rc = ql_meta_put_u64(txn, EPOCH_KEY, token);
+    }
+    if (rc == QL_EFENCED)
+        return ql_err_set(err, QL_EFENCED,
+                          "fenced: the job engine lock was acquired with token %llu, but the "
+                          "store's epoch is already %llu (a later holding claimed it); this "
+                          "holding is stale and must not schedule",
+                          (unsigned long long)token, (unsigned long long)cur);
+    if (rc)
+        return ql_err_set(err, rc, "cannot claim the fencing epoch %llu: %s",
+                          (unsigned long long)token, ql_strerror(rc));
+    return 0;
+}
+
+int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t *err) {
+    char id[QL_ID_STR_LEN + 1];
+    ql_id_format(job_id, id);
+    int rc = check_token(token, id, err);
+    if (rc)
+        return rc;
+    ql_job_t job;
+    /* A write transaction's point read locks the row on PostgreSQL (FOR UPDATE), so no other
+     * claim or change of this job interleaves until the transaction ends. */
+    if ((rc = ql_job_get(txn, job_id, 0, &job)))
+        return ql_err_set(err, rc, "job %s: cannot read it to claim its lock: %s", id,
+                          ql_strerror(rc));
+    if (job.fence > token) {
+        uint64_t held = job.fence;
+        ql_job_free(&job);
+        return ql_err_set(err, QL_EFENCED,
+                          "fenced: job %s was locked with token %llu, but a later lock of it "
+                          "already claimed token %llu; this holding is stale and must not run it",
+                          id, (unsigned long long)token, (unsigned long long)held);
+    }
+    if (job.fence != token) {
+        job.fence = token;
+        rc = ql_job_put(txn, &job);
+    }
+    ql_job_free(&job);
+    if (rc)
+        return ql_err_set(err, rc, "job %s: cannot record its fencing token: %s", id,
+                          ql_strerror(rc));
+    return 0;
 }

@@ -47,6 +47,10 @@ typedef struct store_ops {
     int (*meta_get_str)(ql_txn_t *t, const char *key, char *buf, size_t cap);
     int (*meta_put_str)(ql_txn_t *t, const char *key, const char *value);
     int (*metadata_generation)(ql_txn_t *t, uint64_t *out);
+    /* ql_fence_claim's set-if-not-larger of the epoch, in one step that locks the epoch for
+     * writing (0, or QL_EFENCED with *cur the larger epoch kept); NULL: fence.c reads and writes
+     * it through meta_get_u64/meta_put_u64, which is exact on a store with one writer (LMDB). */
+    int (*fence_claim)(ql_txn_t *t, uint64_t token, uint64_t *cur);
 
     int (*project_get)(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *out);
     int (*project_put)(ql_txn_t *t, const ql_project_t *p);

@@ -96,6 +96,13 @@ static const char *const stmt_sql[S_COUNT] = {
                   "ON CONFLICT (job, seq) DO UPDATE SET body = EXCLUDED.body",
     [S_MODEL_LOCK] = "SELECT pg_advisory_xact_lock($1::int8)",
     [S_XACT_STATUS] = "SELECT pg_xact_status($1::text::xid8)",
+    /* ON CONFLICT DO UPDATE locks the existing row even when its WHERE refuses the update, so
+     * a refused claim still holds the row until the transaction ends. */
+    [S_FENCE_CLAIM] =
+        "INSERT INTO meta (key, value) VALUES ('job_engine_epoch', int8send($1::int8)) "
+        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE "
+        "('x' || encode(meta.value, 'hex'))::bit(64)::bigint <= $1::int8 "
+        "RETURNING 1",
 };
 
 #define RECENT "SELECT id, state, modify_time FROM jobs "
@@ -694,6 +701,7 @@ const store_ops_t ql_pg_ops = {
     .txn_abort = pg_txn_abort,
     .meta_get_u64 = pg_meta_get_u64,
     .meta_put_u64 = pg_meta_put_u64,
+    .fence_claim = pg_fence_claim,
     .meta_get_str = pg_meta_get_str,
     .meta_put_str = pg_meta_put_str,
     .metadata_generation = pg_metadata_generation,

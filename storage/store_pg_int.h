@@ -49,6 +49,7 @@ typedef enum pg_stmt {
     S_OUT_PUT,
     S_MODEL_LOCK,
     S_XACT_STATUS,
+    S_FENCE_CLAIM,
     S_COUNT
 } pg_stmt_t;
 
@@ -161,6 +162,8 @@ void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
 /* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);
+/* ql_fence_claim on PostgreSQL (store_pg_records.c). */
+int pg_fence_claim(ql_txn_t *t, uint64_t token, uint64_t *cur);
 
 /* SQLSTATE of an error result -> Qilin code. */
 int pg_sqlstate_err(const char *state);

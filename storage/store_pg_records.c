@@ -79,6 +79,35 @@ int pg_meta_put_u64(ql_txn_t *bt, const char *key, uint64_t value) {
     return meta_put(pgt(bt), key, b, 8);
 }
 
+/* One statement raises the epoch to token unless it is larger, and locks the row either way
+ * (store_pg.c, S_FENCE_CLAIM): two servers claiming at once wait for each other instead of
+ * both share-locking the row and deadlocking on the upgrade. The epoch kept for later checks
+ * of this transaction is the value the row now holds. */
+int pg_fence_claim(ql_txn_t *bt, uint64_t token, uint64_t *cur) {
+    pg_txn_t *t = pgt(bt);
+    if (!bt->write)
+        return QL_EINVAL;
+    pg_params_t p = {0};
+    pg_p_i64(&p, (int64_t)token);
+    PGresult *r;
+    pg_fence_forget(t);
+    int rc = pg_exec(t, S_FENCE_CLAIM, &p, &r);
+    if (rc)
+        return rc;
+    bool claimed = PQntuples(r) == 1;
+    PQclear(r);
+    if (claimed) {
+        t->epoch_cached = true;
+        t->epoch_rc = 0;
+        t->epoch = token;
+        *cur = token;
+        return 0;
+    }
+    if ((rc = pg_fence_epoch(t, cur)))
+        return rc;
+    return QL_EFENCED;
+}
+
 int pg_meta_get_str(ql_txn_t *bt, const char *key, char *buf, size_t cap) {
     pg_params_t p = {0};
     pg_p_text(&p, key);

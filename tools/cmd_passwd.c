@@ -34,7 +34,7 @@ static void usage(FILE *out) {
                  "\n"
                  "Options:\n"
                  "  --user NAME   print a qilin.server.users entry for NAME\n"
-                 "  --role ROLE   its role (default ADMIN, the only role so far)\n"
+                 "  --role ROLE   its role (ADMIN, the default, or VIEWER: read-only)\n"
                  "  -h, --help    show this help\n"
                  "\n"
                  "Example:\n"
@@ -146,7 +146,7 @@ int ql_cmd_passwd(int argc, char **argv) {
     }
     ql_auth_role_t role;
     if (ql_auth_role_parse(role_text, &role) != 0) {
-        fprintf(stderr, "qilin passwd: unknown role '%s' (known: ADMIN)\n", role_text);
+        fprintf(stderr, "qilin passwd: unknown role '%s' (known: ADMIN, VIEWER)\n", role_text);
         return PW_USAGE;
     }
     if (user && (!*user || strchr(user, '\n'))) {

@@ -326,6 +326,7 @@ typedef struct resp {
     char ctype[128];
     char www_auth[128];
     char location[512]; /* the Location header, "" when none */
+    char headers[4096]; /* every header line as received (truncated past 4 KiB) */
     json_t *json;       /* the parsed body when it is JSON */
 } resp_t;
 
@@ -342,6 +343,11 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
     resp_t *r = arg;
     size_t len = size * n;
+    size_t have = strlen(r->headers);
+    if (have + len < sizeof r->headers) {
+        memcpy(r->headers + have, p, len);
+        r->headers[have + len] = '\0';
+    }
     if (len > 17 && strncasecmp(p, "WWW-Authenticate:", 17) == 0)
         snprintf(r->www_auth, sizeof r->www_auth, "%.*s", (int)(len - 17), p + 17);
     if (len > 9 && strncasecmp(p, "Location:", 9) == 0) {

@@ -26,19 +26,7 @@ if [ -z "$cmd" ] || [ -z "$dir" ]; then
     exit 2
 fi
 
-# A TCP port nobody listens on, from the unprivileged range.
-free_port() {
-    local used p
-    used=$(ss -Htln 2>/dev/null | awk '{print $4}' | sed 's/.*://')
-    for _ in $(seq 1 50); do
-        p=$((20000 + RANDOM % 40000))
-        if ! grep -qx "$p" <<<"$used"; then
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/free_port.sh"
 
 stop_pid() {
     local pid=$1

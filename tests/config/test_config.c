@@ -585,7 +585,7 @@ Test(config, users_errors_name_the_entry_and_line) {
                            "', role: ANALYST}\n",
                            &err, NULL),
                  QL_EINVAL);
-    assert_contains(err.msg, "unknown role 'ANALYST' (accepted: ADMIN)");
+    assert_contains(err.msg, "unknown role 'ANALYST' (accepted: ADMIN, VIEWER)");
     cr_assert_eq(load_text(cfg,
                            "qilin.server.users:\n  - {name: a, password_hash: '" HASH1
                            "', role: ADMIN}\n  - {name: a, password_hash: '" HASH2

@@ -8,7 +8,7 @@
 #   check_private_headers.sh SOURCE_DIR
 set -euo pipefail
 src=$1
-libs=(base storage engine config scheduler server sim http api)
+libs=(base storage engine config scheduler server sim http ui api)
 bad=0
 found() { # found SPELLING: is SPELLING under an exported include directory?
     local lib
@@ -18,11 +18,16 @@ found() { # found SPELLING: is SPELLING under an exported include directory?
     return 1
 }
 for l in "${libs[@]}"; do
-    exported=$(grep -Eo 'target_include_directories\([^)]*\)' "$src/$l/CMakeLists.txt" | tr -s ' \n' ' ' | sed 's/ *$//')
-    if [ "$exported" != "target_include_directories(ql_$l PUBLIC \${CMAKE_CURRENT_SOURCE_DIR}/include)" ]; then
-        echo "$l/CMakeLists.txt: exports '$exported', expected only \${CMAKE_CURRENT_SOURCE_DIR}/include" >&2
-        bad=1
-    fi
+    # One line per target of the folder (ql_<lib>, and parts of it such as ql_engine_sweep),
+    # each exporting include/ and nothing else.
+    while IFS= read -r exported; do
+        if ! [[ "$exported" =~ ^target_include_directories\(ql_${l}(_[a-z]+)?\ PUBLIC\ \$\{CMAKE_CURRENT_SOURCE_DIR\}/include\)$ ]]; then
+            echo "$l/CMakeLists.txt: exports '$exported', expected only \${CMAKE_CURRENT_SOURCE_DIR}/include" >&2
+            bad=1
+        fi
+    done < <(tr -s ' \n' '  ' < "$src/$l/CMakeLists.txt" | grep -Eo 'target_include_directories\([^)]*\)')
+    grep -q "target_include_directories(ql_$l PUBLIC" "$src/$l/CMakeLists.txt" ||
+        { echo "$l/CMakeLists.txt: ql_$l exports no include directory" >&2; bad=1; }
     for h in "$src/$l"/*.h; do
         [ -e "$h" ] || continue
         name=$(basename "$h")

@@ -26,7 +26,7 @@ enum {
 #define QL_ERROR(name, value, ...) name = value,
 #include "base/ql_error_codes.def"
 #undef QL_ERROR
-    QL_ERR_LAST = -20029,
+    QL_ERR_LAST = -20030,
 };
 
 /* Returns a static, human-readable name for any Qilin, libuv or errno code. Thread-safe. */

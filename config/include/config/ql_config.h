@@ -88,7 +88,7 @@ const char *ql_config_describe(const ql_config_option_t *o, char *buf, size_t le
 typedef struct ql_config_user {
     const char *name;
     const char *password_hash; /* argon2/crypt(3) string; NULL for the built-in default user */
-    const char *role;          /* "ADMIN" */
+    const char *role;          /* "ADMIN" or "VIEWER" */
     bool builtin;              /* ADMIN with the generated password: no users are configured */
 } ql_config_user_t;
 

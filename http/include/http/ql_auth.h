@@ -48,12 +48,13 @@ typedef struct ql_auth ql_auth_t;
 
 typedef enum ql_auth_role {
     QL_AUTH_ROLE_NONE = 0,
-    QL_AUTH_ROLE_ADMIN = 1, /* everything */
+    QL_AUTH_ROLE_ADMIN = 1,  /* everything */
+    QL_AUTH_ROLE_VIEWER = 2, /* reads only: the API answers its writes 403 */
 } ql_auth_role_t;
 
-/* Parses "ADMIN" (case-insensitive) into *out. Returns 0 or QL_EINVAL. */
+/* Parses "ADMIN" or "VIEWER" (case-insensitive) into *out. Returns 0 or QL_EINVAL. */
 int ql_auth_role_parse(const char *text, ql_auth_role_t *out);
-/* "ADMIN", "NONE" (static). */
+/* "ADMIN", "VIEWER", "NONE" (static). */
 const char *ql_auth_role_name(ql_auth_role_t role);
 
 typedef struct ql_auth_user {

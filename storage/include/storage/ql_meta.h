@@ -135,4 +135,25 @@ int ql_fence_current(ql_txn_t *txn, uint64_t *epoch);
  * QL_EFENCED, with a message naming both, when another holding began since. */
 int ql_fence_check(ql_txn_t *txn, uint64_t token, ql_err_t *err);
 
+/*
+ * Claims for tokens minted outside the store (docs/zookeeper.md, Tokens). A ZooKeeper holding's
+ * token is its lock node's creation zxid (czxid): it only grows, because every acquisition
+ * creates a new node, but the store does not mint it, so a new holder first claims it and only
+ * then makes changes under it (each checked as above, or with the job's token for a job lock).
+ *
+ * ql_fence_claim: sets the epoch to token unless the stored epoch is larger. An equal epoch is
+ * accepted: only the same holding has that token (a holder that claims again after a spurious
+ * demotion). A larger epoch refuses with QL_EFENCED, the message naming both: a later holding
+ * exists and this one is stale. token must be 1 to 2^63-1 (QL_EINVAL). Needs a write
+ * transaction; on PostgreSQL the epoch's row stays locked until it ends, so claims and changes
+ * of other servers wait instead of interleaving.
+ *
+ * ql_job_claim: the same rule for one job's token (scheduler 2's per-job lock): sets the job's
+ * fence to token unless the stored one is larger (QL_EFENCED), in the same transaction as the
+ * change it allows (the pick). QL_ENOTFOUND when the job does not exist. On PostgreSQL the job's
+ * row is locked (FOR UPDATE) until the transaction ends. An equal token changes nothing.
+ */
+int ql_fence_claim(ql_txn_t *txn, uint64_t token, ql_err_t *err);
+int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t *err);
+
 #endif
