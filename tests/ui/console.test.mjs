@@ -239,7 +239,9 @@ async function run() {
   expected.push(/status of 409 \(Conflict\)/);
   await page.click('button[data-action="Merge"]');
   await confirm(page);
-  await page.waitForSelector('#banner:not([hidden])');
+  // The banner may still show the refresh's answer: wait for the merge's own.
+  await page.waitForFunction(() => !document.getElementById('banner').hidden &&
+    /^Merge:/.test(document.getElementById('banner-text').textContent), { timeout: 5000 }).catch(() => {});
   const banner = await text(page, '#banner-text');
   check(/Merge: .*(contiguous|QL-00016)/.test(banner), 'model: a refused merge shows the server\'s message', banner);
   expected.pop();
