@@ -23,7 +23,7 @@
  * taken (two tries of one step running at once) writes "overlap ..." and fails. Waits poll with
  * deadlines.
  */
-#include "tests/api/rest_util.h"
+#include "tests/api/step_trace.h"
 
 #include <arpa/inet.h>
 #include <libpq-fe.h>
@@ -173,61 +173,6 @@ static int the_master(void) {
     }
 }
 
-typedef struct trace {
-    int n;
-    struct {
-        char what[16];
-        int seq;
-        long pid;
-        int64_t ms;
-    } e[64];
-} trace_t;
-
-static trace_t read_trace(void) {
-    trace_t t = {0};
-    char path[400];
-    snprintf(path, sizeof path, "%s/trace", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return t;
-    while (t.n < 64 && fscanf(f, "%15s %d %ld %lld", t.e[t.n].what, &t.e[t.n].seq, &t.e[t.n].pid,
-                              (long long *)&t.e[t.n].ms) == 4)
-        t.n++;
-    fclose(f);
-    return t;
-}
-
-static int count(const trace_t *t, const char *what, int seq) {
-    int n = 0;
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->e[i].what, what) && t->e[i].seq == seq)
-            n++;
-    return n;
-}
-
-/* The k-th (0-based) "start" of step seq, or NULL. */
-static const void *nth_start(const trace_t *t, int seq, int k, long *pid, int64_t *ms) {
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->e[i].what, "start") && t->e[i].seq == seq && k-- == 0) {
-            *pid = t->e[i].pid;
-            *ms = t->e[i].ms;
-            return t;
-        }
-    return NULL;
-}
-
-/* Waits until step seq has started k+1 times; returns when (wall ms) and on which server. */
-static int64_t wait_start(int seq, int k, long *pid, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms, ms = 0;
-    for (;;) {
-        trace_t t = read_trace();
-        if (nth_start(&t, seq, k, pid, &ms))
-            return ms;
-        cr_assert_lt(now_ms(), deadline, "step %d never started %d times", seq, k + 1);
-        poll_pause();
-    }
-}
-
 /* Waits for the first of the servers other than `old` to log the needle; returns its index. */
 static int wait_any_log(int old, const char *needle, int timeout_ms) {
     int64_t deadline = now_ms() + timeout_ms;
@@ -240,29 +185,11 @@ static int wait_any_log(int old, const char *needle, int timeout_ms) {
     }
 }
 
-/* Lines of every server's log holding both needles. */
-static int log_lines(const char *a, const char *b) {
-    int n = 0;
-    for (int i = 0; i < N; i++) {
-        char *s = read_file(S[i].log);
-        for (char *line = s; line && *line;) {
-            char *eol = strchr(line, '\n');
-            if (eol)
-                *eol = '\0';
-            if (strstr(line, a) && strstr(line, b))
-                n++;
-            line = eol ? eol + 1 : line + strlen(line);
-        }
-        free(s);
-    }
-    return n;
-}
-
 /* The job ended SUCCEED exactly once, each step's tries as expected, nothing overlapped, the
  * store is clean. */
 static void check_outcome(const char *job, int master, long first_pid) {
     wait_job_state(&S[master], "p", job, "SUCCEED", 60000);
-    trace_t t = read_trace();
+    trace_t t = read_trace(dir);
     cr_assert_eq(count(&t, "overlap", 0) + count(&t, "overlap", 1) + count(&t, "overlap", 2), 0,
                  "two tries of one step ran at once");
     cr_assert_eq(count(&t, "start", 0), 1, "the first step, SUCCEED before the takeover, reran");
@@ -272,13 +199,13 @@ static void check_outcome(const char *job, int master, long first_pid) {
     cr_assert_eq(count(&t, "start", 2), 1);
     long pid;
     int64_t ms;
-    nth_start(&t, 0, 0, &pid, &ms);
+    nth(&t, "start", 0, 0, &pid, &ms);
     cr_assert_eq(pid, first_pid, "the first step ran on the first master");
-    nth_start(&t, 1, 1, &pid, &ms);
+    nth(&t, "start", 1, 1, &pid, &ms);
     cr_assert_eq(pid, server_pid[master], "the middle step was resumed by the new master");
-    nth_start(&t, 2, 0, &pid, &ms);
+    nth(&t, "start", 2, 0, &pid, &ms);
     cr_assert_eq(pid, server_pid[master]);
-    cr_assert_eq(log_lines("job RUNNING -> SUCCEED", job), 1, "the job must end once");
+    cr_assert_eq(log_lines(S, N, "job RUNNING -> SUCCEED", job), 1, "the job must end once");
 
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
@@ -314,7 +241,7 @@ Test(multihost, a_killed_master_is_replaced_and_the_job_resumes_from_its_step) {
     char job[64];
     snprintf(job, sizeof job, "%s", build(&S[0], "p", "m", D0, D0 + DAY));
     long pid;
-    wait_start(1, 0, &pid, 30000);
+    wait_start(dir, 1, 0, &pid, 30000);
     cr_assert_eq(pid, server_pid[0]);
 
     int64_t t0 = now_ms(), w0 = wall_ms();
@@ -322,7 +249,7 @@ Test(multihost, a_killed_master_is_replaced_and_the_job_resumes_from_its_step) {
     cr_assert(qd_wait_exit(&S[0], 5000));
     int m = wait_any_log(0, "scheduling: holding the job engine lock", TAKEOVER_BOUND_MS);
     int64_t took = now_ms() - t0;
-    int64_t restart = wait_start(1, 1, &pid, TAKEOVER_BOUND_MS + GRACE_MS) - w0;
+    int64_t restart = wait_start(dir, 1, 1, &pid, TAKEOVER_BOUND_MS + GRACE_MS) - w0;
     fprintf(stderr,
             "multihost: SIGKILL of the master -> s%d's 'scheduling:' line %lld ms, the "
             "interrupted step's new try %lld ms (after the %d ms takeover grace)\n",
@@ -344,7 +271,7 @@ Test(multihost, a_stopped_master_is_replaced_and_steps_down_when_continued) {
     char job[64];
     snprintf(job, sizeof job, "%s", build(&S[0], "p", "m", D0, D0 + DAY));
     long pid;
-    wait_start(1, 0, &pid, 30000);
+    wait_start(dir, 1, 0, &pid, 30000);
 
     int64_t t0 = now_ms();
     kill(S[0].pid, SIGSTOP);

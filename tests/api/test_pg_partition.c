@@ -28,7 +28,7 @@
  * a try that finds it taken writes "overlap" and fails. Needs root for the namespace: skipped
  * with the reason where the machine refuses it, failed in CI (CI=true).
  */
-#include "tests/api/rest_util.h"
+#include "tests/api/step_trace.h"
 #include "tests/common/netns_util.h"
 #include "tests/common/tcp_relay.h"
 
@@ -151,59 +151,6 @@ static void start_server(int i, const char *url_kv) {
 
 /* ---- what the steps recorded ---- */
 
-typedef struct trace {
-    int n;
-    struct {
-        char what[16];
-        int seq;
-        long pid;
-        int64_t ms;
-    } e[64];
-} trace_t;
-
-static trace_t read_trace(void) {
-    trace_t t = {0};
-    FILE *f = fopen(path_in(dir, "trace"), "r");
-    if (!f)
-        return t;
-    while (t.n < 64 && fscanf(f, "%15s %d %ld %lld", t.e[t.n].what, &t.e[t.n].seq, &t.e[t.n].pid,
-                              (long long *)&t.e[t.n].ms) == 4)
-        t.n++;
-    fclose(f);
-    return t;
-}
-
-static int count(const trace_t *t, const char *what, int seq) {
-    int n = 0;
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->e[i].what, what) && t->e[i].seq == seq)
-            n++;
-    return n;
-}
-
-/* The k-th (0-based) "what" line of step seq: its pid and wall ms; false when there is none. */
-static bool nth(const trace_t *t, const char *what, int seq, int k, long *pid, int64_t *ms) {
-    for (int i = 0; i < t->n; i++)
-        if (!strcmp(t->e[i].what, what) && t->e[i].seq == seq && k-- == 0) {
-            *pid = t->e[i].pid;
-            *ms = t->e[i].ms;
-            return true;
-        }
-    return false;
-}
-
-/* Waits until step seq has started k+1 times; returns when (wall ms) and on which server. */
-static int64_t wait_start(int seq, int k, long *pid, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms, ms = 0;
-    for (;;) {
-        trace_t t = read_trace();
-        if (nth(&t, "start", seq, k, pid, &ms))
-            return ms;
-        cr_assert_lt(now_ms(), deadline, "step %d never started %d times", seq, k + 1);
-        poll_pause();
-    }
-}
-
 /* ---- the servers' logs ---- */
 
 /* Whether server i logged needle since it last started. */
@@ -212,24 +159,6 @@ static bool logged(int i, const char *needle) {
     bool found = s && strlen(s) >= S[i].log_skip && strstr(s + S[i].log_skip, needle);
     free(s);
     return found;
-}
-
-/* Lines of every server's log holding both needles. */
-static int log_lines(const char *a, const char *b) {
-    int n = 0;
-    for (int i = 0; i < N; i++) {
-        char *s = read_file(S[i].log);
-        for (char *line = s; line && *line;) {
-            char *eol = strchr(line, '\n');
-            if (eol)
-                *eol = '\0';
-            if (strstr(line, a) && strstr(line, b))
-                n++;
-            line = eol ? eol + 1 : line + strlen(line);
-        }
-        free(s);
-    }
-    return n;
 }
 
 /* Whether the server in the root namespace says it is the master (its /metrics gauge). */
@@ -307,7 +236,7 @@ static void check_store(const char *job) {
  * middle step's first try (s0's) was stopped before the new master's began, the rest ran on
  * the new master. */
 static void check_tries(int m, int64_t down_wall) {
-    trace_t t = read_trace();
+    trace_t t = read_trace(dir);
     for (int seq = 0; seq < 3; seq++)
         cr_assert_eq(count(&t, "overlap", seq), 0, "two tries of step %d ran at once", seq);
     cr_assert_eq(count(&t, "start", 0), 1, "the first step, SUCCEED before the cut, reran");
@@ -370,7 +299,7 @@ Test(pg_partition, a_master_cut_off_from_the_database_steps_down_and_its_late_wr
     char job[64];
     snprintf(job, sizeof job, "%s", build(&S[1], "p", "m", D0, D0 + DAY));
     long pid;
-    wait_start(1, 0, &pid, 30000);
+    wait_start(dir, 1, 0, &pid, 30000);
     cr_assert_eq(pid, server_pid[0], "the job runs on s0");
 
     /* The cut. */
@@ -392,7 +321,7 @@ Test(pg_partition, a_master_cut_off_from_the_database_steps_down_and_its_late_wr
                      (long long)down, (long long)took);
         poll_pause();
     }
-    int64_t restart = wait_start(1, 1, &pid, GRACE_MS + 10000) - w0;
+    int64_t restart = wait_start(dir, 1, 1, &pid, GRACE_MS + 10000) - w0;
     fprintf(stderr,
             "pg_partition: link cut -> s0's step-down line %lld ms, s%d's 'scheduling:' line %lld "
             "ms, the middle step's new try %lld ms (lease %d ms, takeover grace %d ms)\n",
@@ -419,7 +348,7 @@ Test(pg_partition, a_master_cut_off_from_the_database_steps_down_and_its_late_wr
     check_late_writes();
 
     check_tries(m, w0 + down);
-    cr_assert_eq(log_lines("job RUNNING -> SUCCEED", job), 1, "the job must end once");
+    cr_assert_eq(log_lines(S, N, "job RUNNING -> SUCCEED", job), 1, "the job must end once");
     int masters = 0;
     for (int i = 1; i < N; i++)
         masters += is_master(&S[i]);
