@@ -59,6 +59,19 @@ static json_t *jobs_json(ql_txn_t *txn) {
     return o;
 }
 
+/* The id of the server servers lists as the master, "" when none is. */
+static const char *master_in(json_t *servers) {
+    size_t i;
+    json_t *s;
+    json_array_foreach(servers, i, s) {
+        const char *role = json_string_value(json_object_get(s, "role"));
+        const char *id = json_string_value(json_object_get(s, "id"));
+        if (role && id && !strcmp(role, "master"))
+            return id;
+    }
+    return "";
+}
+
 static void h_cluster(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     ql_txn_t *txn = ql_api_begin_read(api, req);
@@ -67,6 +80,7 @@ static void h_cluster(ql_http_req_t *req, void *arg) {
     uint64_t epoch = 0;
     int rc = ql_fence_current(txn, &epoch);
     json_t *jobs = rc ? NULL : jobs_json(txn);
+    json_t *servers = rc ? NULL : ql_api_presence_list(api, txn);
     ql_txn_abort(txn);
     if (rc) {
         ql_api_fail(req, rc, "cannot read the fencing epoch: %s", ql_strerror(rc));
@@ -90,12 +104,14 @@ static void h_cluster(ql_http_req_t *req, void *arg) {
                   "running_jobs", (json_int_t)ss.running);
     /* The master as this server knows it: itself, or the lock's holder line (a standby reads
      * it every second); a query server never looks at the lock. */
+    if (!master && !holder[0]) /* a query server: the list may know the master */
+        holder = master_in(servers);
     json_t *m =
         json_pack("{s:b, s:s}", "this_server", master, "holder", master ? api->server_id : holder);
-    json_t *d = json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:I}", "server", self, "master", m,
-                          "servers", ql_api_presence_list(api), "fencing_epoch", (json_int_t)epoch,
-                          "store", store_json(api), "jobs", jobs ? jobs : json_object(), "now",
-                          (json_int_t)ql_api_now(api));
+    json_t *d =
+        json_pack("{s:o, s:o, s:o, s:I, s:o, s:o, s:I}", "server", self, "master", m, "servers",
+                  servers, "fencing_epoch", (json_int_t)epoch, "store", store_json(api), "jobs",
+                  jobs ? jobs : json_object(), "now", (json_int_t)ql_api_now(api));
     ql_api_ok(req, d, NULL);
 }
 

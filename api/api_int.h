@@ -420,9 +420,10 @@ void ql_api_project_zone(ql_api_t *api, const ql_project_t *p, char *buf, size_t
  * folder; ql_api_presence_stop takes it back. Failures are logged only. */
 void ql_api_presence_start(ql_api_t *api, const char *address);
 void ql_api_presence_stop(ql_api_t *api);
-/* The servers announced in the data directory whose process lives, with their role (master,
- * standby, query) and whether each is this one: a new array. */
-json_t *ql_api_presence_list(ql_api_t *api);
+/* The servers announced whose process lives (in the data directory; on a store shared across
+ * hosts, in the store, read in txn), with their role (master, standby, query) and whether each
+ * is this one: a new array. */
+json_t *ql_api_presence_list(ql_api_t *api, ql_txn_t *txn);
 
 /* Whether an If-None-Match value (NULL: none) names etag (with its quotes) or is "*". Pure. */
 bool ql_api_etag_matches(const char *if_none_match, const char *etag);

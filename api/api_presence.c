@@ -5,8 +5,13 @@
  * lister takes the files whose lock is held: the kernel drops the lock when the process dies,
  * however it dies, so a crashed server's file is seen as stale (and removed) without any
  * timeout and without a write to the store. The master is the server whose pid holds the job
- * engine lock. Servers on other hosts (a shared PostgreSQL store) have data directories of their
- * own and are not listed here: each one's /cluster says what it is.
+ * engine lock.
+ *
+ * On a store that servers on several hosts share (PostgreSQL), the data directories are not
+ * shared, so the list comes from the store instead: each server announces the same JSON there
+ * (ql_store_announce, alive exactly as long as its change session), and the store says which
+ * one holds the job engine lock (docs/postgresql.md, Servers of a store). The files are
+ * written too: they cost nothing and keep `ls servers/` telling the truth on every host.
  *
  * The file is written under a temporary name, locked, then renamed into place, so a lister
  * never finds an unlocked file of a live server. All of it runs on the loop thread at listen,
@@ -57,6 +62,13 @@ void ql_api_presence_start(ql_api_t *api, const char *address) {
     json_decref(o);
     size_t len = text ? strlen(text) : 0;
     bool ok = text && write(fd, text, len) == (ssize_t)len && rename(tmp, api->presence_path) == 0;
+    int arc =
+        text ? ql_store_announce(ql_node_store(api->node), api->server_id, (long)getpid(), text)
+             : UV_ENOMEM;
+    if (arc && arc != UV_ENOTSUP)
+        ql_log(api->log, QL_LOG_WARN, "api",
+               "cannot announce this server in the store yet (the next change session will): %s",
+               ql_strerror(arc));
     free(text);
     if (!ok) {
         ql_log(api->log, QL_LOG_WARN, "api", "cannot announce this server in %s: %s", dir,
@@ -123,8 +135,40 @@ static json_t *read_live(const char *path) {
     return o;
 }
 
-json_t *ql_api_presence_list(ql_api_t *api) {
+typedef struct store_list {
+    json_t *arr;
+    ql_api_t *api;
+    long self;
+} store_list_t;
+
+static void add_announced(void *arg, const char *info, bool master) {
+    store_list_t *l = arg;
+    json_t *o = json_loads(info, 0, NULL);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return;
+    }
+    long pid = (long)json_integer_value(json_object_get(o, "pid"));
+    const char *id = json_string_value(json_object_get(o, "id"));
+    const char *mode = json_string_value(json_object_get(o, "mode"));
+    bool jobs = mode && (strstr(mode, "all") || strstr(mode, "job"));
+    json_object_set_new(o, "role", json_string(master ? "master" : jobs ? "standby" : "query"));
+    /* A pid alone is not a server across hosts: the id must match too. */
+    json_object_set_new(o, "this_server",
+                        json_boolean(pid == l->self && id && !strcmp(id, l->api->server_id)));
+    json_array_append_new(l->arr, o);
+}
+
+json_t *ql_api_presence_list(ql_api_t *api, ql_txn_t *txn) {
     json_t *arr = json_array();
+    store_list_t sl = {arr, api, (long)getpid()};
+    int rc = ql_store_servers_foreach(txn, add_announced, &sl);
+    if (rc != UV_ENOTSUP) {
+        if (rc)
+            ql_log(api->log, QL_LOG_WARN, "api", "cannot list the servers of the store: %s",
+                   ql_strerror(rc));
+        return arr;
+    }
     char dir[4096];
     dir_path(api, dir, sizeof dir);
     DIR *d = opendir(dir);

@@ -204,6 +204,14 @@ int ql_store_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg) {
     return s->ops->changes_drain ? s->ops->changes_drain(s, cb, arg) : 0;
 }
 
+int ql_store_announce(ql_store_t *s, const char *server_id, long pid, const char *info) {
+    return s->ops->announce ? s->ops->announce(s, server_id, pid, info) : UV_ENOTSUP;
+}
+
+int ql_store_servers_foreach(ql_txn_t *t, ql_store_server_cb cb, void *arg) {
+    return t->ops->servers_foreach ? t->ops->servers_foreach(t, cb, arg) : UV_ENOTSUP;
+}
+
 /* ---- transactions ---- */
 
 int ql_txn_begin(ql_store_t *s, bool write, ql_txn_t **out) {

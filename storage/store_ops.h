@@ -36,6 +36,10 @@ typedef struct store_ops {
     int (*changes_listen)(ql_store_t *s, ql_err_t *err);
     int (*changes_fd)(ql_store_t *s);
     int (*changes_drain)(ql_store_t *s, ql_store_change_cb cb, void *arg);
+    /* ql_store_announce, ql_store_servers_foreach; NULL: the backend keeps no list of its
+     * servers (LMDB: the data directory's presence files serve). */
+    int (*announce)(ql_store_t *s, const char *server_id, long pid, const char *info);
+    int (*servers_foreach)(ql_txn_t *t, ql_store_server_cb cb, void *arg);
 
     /* parent NULL: a top-level transaction; else a nested write transaction of parent. */
     int (*txn_begin)(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out);

@@ -598,6 +598,7 @@ static void pg_close(ql_store_t *bs) {
     free(s->conninfo);
     free(s->masked);
     free(s->schema);
+    free(s->announcement);
     PQfreemem(s->schema_ident);
     store_base_fini(bs);
     free(s);
@@ -696,6 +697,8 @@ const store_ops_t ql_pg_ops = {
     .changes_listen = pg_changes_listen,
     .changes_fd = pg_changes_fd,
     .changes_drain = pg_changes_drain,
+    .announce = pg_servers_announce,
+    .servers_foreach = pg_servers_foreach,
     .txn_begin = pg_txn_begin,
     .txn_commit = pg_txn_commit,
     .txn_abort = pg_txn_abort,

@@ -158,11 +158,12 @@ int pg_changes_listen(ql_store_t *bs, ql_err_t *err) {
                           s->masked, msg);
     }
     char app[64];
-    snprintf(app, sizeof app, "qilin/%s/changes", s->schema);
+    pg_servers_app_name(s, app, sizeof app);
     char *app_lit = PQescapeLiteral(c, app, strlen(app));
-    char sql[256];
-    snprintf(sql, sizeof sql, "SET application_name = %s; LISTEN \"%s\"",
-             app_lit ? app_lit : "'qilin'", s->channel);
+    char sql[768];
+    snprintf(sql, sizeof sql,
+             "SET application_name = %s; SET search_path TO %s, public; LISTEN \"%s\"",
+             app_lit ? app_lit : "'qilin'", s->schema_ident, s->channel);
     PQfreemem(app_lit);
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
@@ -183,6 +184,9 @@ int pg_changes_listen(ql_store_t *bs, ql_err_t *err) {
     s->listen = c;
     s->listen_fd = fd;
     s->listen_resync = missed;
+    /* The server's announcement lives with this session (store_pg_servers.c); a failure here
+     * only leaves this server out of the list until the next session. */
+    (void)pg_servers_on_listen(s);
     return 0;
 }
 

@@ -102,6 +102,8 @@ typedef struct pg_store {
     bool listen_tried;  /* a listen was tried before: a later session may have missed changes */
     bool listen_broken; /* a drain found the session lost: the next listen replaces it */
     bool listen_resync; /* report "anything may have changed" at the next drain */
+    /* This server's announcement (store_pg_servers.c), made again by every change session. */
+    char *announcement;
 } pg_store_t;
 
 /* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
@@ -286,6 +288,14 @@ void pg_changes_close(pg_store_t *s);
 int pg_changes_listen(ql_store_t *s, ql_err_t *err);
 int pg_changes_fd(ql_store_t *s);
 int pg_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg);
+
+/* ---- the servers of the store (store_pg_servers.c, docs/postgresql.md) ---- */
+/* The change session's application name, which marks a live announcement. */
+void pg_servers_app_name(const pg_store_t *s, char *buf, size_t cap);
+int pg_servers_announce(ql_store_t *s, const char *server_id, long pid, const char *info);
+/* Announces again on a change session just opened; best effort (0 or QL_EUNAVAILABLE). */
+int pg_servers_on_listen(pg_store_t *s);
+int pg_servers_foreach(ql_txn_t *t, ql_store_server_cb cb, void *arg);
 
 /* Opens a connection of s with its session settings and prepared statements; closes one. */
 int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err);

@@ -292,6 +292,21 @@ static const char *role_of(json_t *servers, long pid) {
     return NULL;
 }
 
+/* The servers array on `on` once it has n entries (asserted within timeout_ms): a server on
+ * PostgreSQL drops out when the database sees its change session end, a moment after it died. */
+static json_t *servers_when(qd_t *on, size_t n, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        json_t *s = servers_of(on);
+        if (json_array_size(s) == n)
+            return s;
+        cr_assert(now_ms() < deadline, "GET /cluster lists %zu servers after %d ms, expected %zu",
+                  json_array_size(s), timeout_ms, n);
+        json_decref(s);
+        poll_pause();
+    }
+}
+
 static qd_t q2;
 
 static void teardown2(void) {
@@ -325,11 +340,11 @@ Test(console, cluster_lists_the_servers_of_the_data_directory_and_drops_a_dead_o
     cr_assert_str_eq(role_of(b, q2.pid), "standby");
     json_decref(a);
     json_decref(b);
-    /* A killed server holds no lock on its file: it is dropped (and its file removed). */
+    /* A killed server holds no lock on its file (on PostgreSQL: no change session): it is
+     * dropped (and its file removed). */
     kill(q2.pid, SIGKILL);
     cr_assert(qd_wait_exit(&q2, 5000));
-    a = servers_of(&q);
-    cr_assert_eq(json_array_size(a), 1);
+    a = servers_when(&q, 1, 5000);
     cr_assert(json_is_true(json_object_get(json_array_get(a, 0), "this_server")));
     json_decref(a);
     char stale[400];
@@ -340,4 +355,44 @@ Test(console, cluster_lists_the_servers_of_the_data_directory_and_drops_a_dead_o
     /* A server that stops takes its file back. */
     snprintf(stale, sizeof stale, "%s/servers/server-%ld.json", q.data, pid);
     cr_assert_neq(access(stale, F_OK), 0);
+}
+
+/* Two servers with data directories of their own on one PostgreSQL schema, as on two hosts:
+ * each lists both from the store, with the same master; when the master dies the other takes
+ * the lock and lists itself alone, as the master. */
+static void teardown_both(void) {
+    qd_cleanup(&q2);
+    qd_cleanup(&q);
+}
+
+Test(console, cluster_lists_the_servers_of_a_shared_store_from_every_data_directory,
+     .fini = teardown_both) {
+    ql_test_require_backend("pg");
+    qd_init(&q);
+    qd_start(&q, NULL);
+    qd_init(&q2);
+    ql_test_store_share(q2.data, q.data);
+    qd_start(&q2, NULL);
+    json_t *a = servers_when(&q, 2, 10000), *b = servers_when(&q2, 2, 10000);
+    cr_assert_str_eq(role_of(a, q.pid), "master");
+    cr_assert_str_eq(role_of(a, q2.pid), "standby");
+    cr_assert_str_eq(role_of(b, q.pid), "master", "the other data directory names the master");
+    cr_assert_str_eq(role_of(b, q2.pid), "standby");
+    json_decref(a);
+    json_decref(b);
+    kill(q.pid, SIGKILL);
+    cr_assert(qd_wait_exit(&q, 5000));
+    int64_t deadline = now_ms() + 30000;
+    for (;;) {
+        b = servers_of(&q2);
+        const char *role = role_of(b, q2.pid);
+        if (json_array_size(b) == 1 && role && !strcmp(role, "master"))
+            break;
+        cr_assert(now_ms() < deadline, "the survivor does not list itself alone as the master");
+        json_decref(b);
+        poll_pause();
+    }
+    cr_assert(json_is_true(json_object_get(json_array_get(b, 0), "this_server")));
+    json_decref(b);
+    qd_stop_ok(&q2, 10000);
 }

@@ -240,6 +240,26 @@ typedef void (*ql_store_change_cb)(void *arg, const ql_id_t *job);
  * call ql_store_changes_listen again later. On LMDB 0, reporting nothing. */
 int ql_store_changes_drain(ql_store_t *store, ql_store_change_cb cb, void *arg);
 
+/* ---- the servers that share a store (docs/postgresql.md, Servers of a store) ----
+ *
+ * On PostgreSQL each server announces itself in the store (its id, its pid and a short text
+ * of its own, the API's JSON), tied to its change session: the announcement counts exactly
+ * while that session lives, so a server that dies drops out at once, with no heartbeat. Any
+ * server lists them all, from every host, and learns which one holds the job engine lock now.
+ * LMDB keeps no such list (its servers share one data directory, whose presence files serve):
+ * both calls answer UV_ENOTSUP there.
+ *
+ * Threads: ql_store_announce on the thread that owns the change session (the loop thread); it
+ * blocks for one round trip when the session is open and is made again by every
+ * ql_store_changes_listen. ql_store_servers_foreach in any transaction. */
+
+/* Announces this server (server_id and info copied): 0, UV_ENOTSUP, or QL_EUNAVAILABLE when the
+ * change session is open and the write failed (the next session announces again). */
+int ql_store_announce(ql_store_t *store, const char *server_id, long pid, const char *info);
+/* One live announcement: the info given, and whether its server holds the job engine lock. */
+typedef void (*ql_store_server_cb)(void *arg, const char *info, bool master);
+int ql_store_servers_foreach(ql_txn_t *txn, ql_store_server_cb cb, void *arg);
+
 /* ---- transactions ---- */
 
 int ql_txn_begin(ql_store_t *store, bool write, ql_txn_t **out);
