@@ -40,8 +40,18 @@ static const char *resolve_path(const char *file_path, const char *value, char *
     if (!realpath(dir, abs_dir))
         return value;
     const char *rest = value;
-    while (rest[0] == '.' && rest[1] == '/')
-        rest += 2;
+    for (;;) {
+        if (rest[0] == '.' && rest[1] == '/') {
+            rest += 2;
+        } else if (rest[0] == '.' && rest[1] == '.' && rest[2] == '/' && strcmp(abs_dir, "/")) {
+            *strrchr(abs_dir, '/') = '\0'; /* abs_dir is absolute and has no trailing slash */
+            if (!abs_dir[0])
+                snprintf(abs_dir, sizeof abs_dir, "/");
+            rest += 3;
+        } else {
+            break;
+        }
+    }
     int n = snprintf(buf, cap, "%s%s%s", abs_dir, strcmp(abs_dir, "/") ? "/" : "", rest);
     if (n < 0 || (size_t)n >= cap)
         return value;

@@ -858,5 +858,23 @@ Test(config, relative_paths_in_a_file_resolve_against_its_folder) {
     cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), "etc/jobs.yaml");
     cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), "/srv/q");
     ql_config_free(cfg);
+
+    /* The shipped files, loaded from /: their data directories are the repository's. */
+    cr_assert_eq(chdir("/"), 0);
+    char repo[4096];
+    cr_assert_not_null(realpath(QL_SOURCE_DIR, repo));
+    static const struct {
+        const char *file, *data;
+    } shipped[] = {{"conf/qilin.yaml", "data"}, {"conf/demo.yaml", "demo-data"}};
+    for (size_t i = 0; i < 2; i++) {
+        cfg = fresh();
+        snprintf(file, sizeof file, "%s/%s", repo, shipped[i].file);
+        cr_assert_eq(ql_config_load_file(cfg, file, &err), 0, "%s", err.msg);
+        snprintf(want, sizeof want, "%s/%s", repo, shipped[i].data);
+        cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), want);
+        snprintf(want, sizeof want, "%s/conf/jobs.yaml", repo);
+        cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), want);
+        ql_config_free(cfg);
+    }
     cr_assert_eq(chdir(cwd), 0);
 }
