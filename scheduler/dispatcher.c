@@ -343,9 +343,10 @@ static void scan_prepare(ql_dispatcher_t *d, int64_t now, int64_t mono) {
         ql_cycle_state_t cached =
             ql_cycle_cache_lookup(d->cache, &key, mono, &r->related[0], &n_rel);
         if (cached == QL_CYCLE_COVERED || cached == QL_CYCLE_COVERED_WITH_WARNING) {
-            /* Still name the covering segment (the first one; the count is the evaluation's). */
+            /* Still name the covering segment: the first of the covering set, the one the
+             * cache keeps (the other related segments of the evaluation are not kept). */
             r->state = cached;
-            r->n_related = n_rel;
+            r->n_related = n_rel ? 1 : 0;
             r->from_cache = true;
             ql_dispatch_set_msg(r, NULL);
             continue;

@@ -959,6 +959,13 @@ Test(dispatcher, adjacent_ready_segments_cover) {
     ql_decision_t d = decision_of(&model);
     cr_assert_eq(d.state, QL_CYCLE_COVERED, "%s", ql_cycle_state_name(d.state));
     cr_assert_eq(d.n_related, 2);
+    cr_assert(ql_id_eq(&d.related[0], &a.segment), "the segment the covering starts with first");
+    /* From the cycle cache: that segment alone. */
+    scan();
+    d = decision_of(&model);
+    cr_assert(d.from_cache);
+    cr_assert_eq(d.n_related, 1);
+    cr_assert(ql_id_eq(&d.related[0], &a.segment));
 }
 
 Test(dispatcher, disjoint_build_does_not_block) {
