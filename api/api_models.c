@@ -341,6 +341,9 @@ static json_t *decision_json(const ql_decision_t *d) {
     return o;
 }
 
+static void auto_status_answer(ql_api_t *api, ql_http_req_t *req, const ql_decision_t *found,
+                               const ql_decision_t *blank, bool has_dispatcher, json_t *extra);
+
 static void h_auto_status(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     const char *project = ql_http_req_query(req, "project");
@@ -354,10 +357,16 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
     /* The console shows times in the project's zone, and when the next cycle comes. */
     char zone[128] = "UTC";
     ql_project_t p;
+    ql_decision_t d = {0}, stored = {0};
+    bool have_stored = false;
     if (!rc && ql_api_get_project(txn, m.project, &p, NULL) == 0) {
         ql_api_project_zone(api, &p, zone, sizeof zone);
         ql_project_free(&p);
     }
+    /* The master's latest decision as kept in the store: the answer of a server whose own
+     * dispatcher has not evaluated the model (a standby, a query server, a fresh start). */
+    if (!rc)
+        have_stored = ql_dispatch_decision_load(txn, &m.id, &stored) == 0;
     ql_txn_abort(txn);
     if (rc) {
         ql_api_fail_err(req, rc, &err);
@@ -365,45 +374,60 @@ static void h_auto_status(ql_http_req_t *req, void *arg) {
     }
     json_t *extra = json_pack("{s:s, s:I}", "timezone", zone, "next_trigger",
                               (json_int_t)ql_api_next_trigger(&m, zone, ql_api_now(api)));
-    ql_decision_t d = {0};
     d.model = m.id;
     snprintf(d.project, sizeof d.project, "%s", m.project);
     snprintf(d.model_name, sizeof d.model_name, "%s", m.name);
     ql_model_free(&m);
     ql_dispatcher_t *disp = ql_node_dispatcher(api->node);
+    bool live = disp && ql_dispatcher_decision(disp, &d.model, &d) == 0;
+    if (!live && have_stored) {
+        memcpy(stored.project, d.project, sizeof d.project);
+        memcpy(stored.model_name, d.model_name, sizeof d.model_name);
+    }
+    auto_status_answer(api, req, live ? &d : have_stored ? &stored : NULL, &d, disp != NULL, extra);
+}
+
+/* Says why this server has no dispatcher of its own (a query server, a standby), then tail. */
+static void no_dispatcher_msg(ql_api_t *api, char *msg, size_t cap, const char *tail) {
+    const char *holder = ql_node_lock_holder(api->node);
+    if (!api->writes_allowed)
+        snprintf(msg, cap, "this server runs in mode '%s' and has no dispatcher: %s", api->mode,
+                 tail);
+    else
+        snprintf(msg, cap,
+                 "this server is a standby and runs no dispatcher (the job engine lock is held "
+                 "by %s): %s",
+                 holder[0] ? holder : "another server", tail);
+}
+
+/* The answer: the decision found (this server's dispatcher's, or the master's as kept in the
+ * store; NULL: none), or UNKNOWN naming the model (blank), with extra (taken) merged in. */
+static void auto_status_answer(ql_api_t *api, ql_http_req_t *req, const ql_decision_t *found,
+                               const ql_decision_t *blank, bool has_dispatcher, json_t *extra) {
     char msg[400] = "";
-    if (!disp) {
-        const char *holder = ql_node_lock_holder(api->node);
-        if (!api->writes_allowed)
-            snprintf(msg, sizeof msg,
-                     "this server runs in mode '%s' and has no dispatcher: ask the "
-                     "job-scheduler master",
-                     api->mode);
+    json_t *o = decision_json(found ? found : blank);
+    if (found && found == blank) {
+        json_object_set_new(o, "source", json_string("dispatcher"));
+    } else if (found) {
+        json_object_set_new(o, "source", json_string("store"));
+        const char *tail = "this is the job-scheduler master's latest decision, as kept in the "
+                           "store (evaluated_at: when it was reached)";
+        if (has_dispatcher)
+            snprintf(msg, sizeof msg, "%s", tail);
         else
-            snprintf(msg, sizeof msg,
-                     "this server is a standby and runs no dispatcher (the job engine lock is "
-                     "held by %s): ask the job-scheduler master",
-                     holder[0] ? holder : "another server");
-        json_t *o = decision_json(&d);
+            no_dispatcher_msg(api, msg, sizeof msg, tail);
+    } else if (!has_dispatcher) {
+        no_dispatcher_msg(api, msg, sizeof msg, "ask the job-scheduler master");
         json_object_set_new(o, "state", json_string("UNKNOWN"));
         json_object_set_new(o, "reason", json_string("no dispatcher on this server"));
-        json_object_update(o, extra);
-        json_decref(extra);
-        ql_api_ok(req, o, msg);
-        return;
-    }
-    if (ql_dispatcher_decision(disp, &d.model, &d) != 0) {
-        json_t *o = decision_json(&d);
+    } else {
         json_object_set_new(o, "reason", json_string("not evaluated yet"));
-        json_object_update(o, extra);
-        json_decref(extra);
-        ql_api_ok(req, o, "the dispatcher has not evaluated this model since the server started");
-        return;
+        snprintf(msg, sizeof msg,
+                 "the dispatcher has not evaluated this model since the server started");
     }
-    json_t *o = decision_json(&d);
     json_object_update(o, extra);
     json_decref(extra);
-    ql_api_ok(req, o, NULL);
+    ql_api_ok(req, o, msg[0] ? msg : NULL);
 }
 
 int ql_api_routes_models(ql_api_t *api) {

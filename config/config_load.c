@@ -10,9 +10,55 @@
 
 #include "base/ql_yaml.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
+
+/*
+ * A relative path value of the file at file_path, resolved against that file's folder into buf
+ * (made absolute, so --print-config's output means the same wherever it is loaded from). The
+ * one exception keeps files written before this rule working: when nothing exists at the
+ * resolved path but the value names something that exists relative to the working directory
+ * (the repository's conf/qilin.yaml once said conf/jobs.yaml, meant from the repository root),
+ * the value stays as written. Returns the text to set: value itself or buf.
+ */
+static const char *resolve_path(const char *file_path, const char *value, char *buf, size_t cap) {
+    if (value[0] == '\0' || value[0] == '/')
+        return value;
+    char dir[PATH_MAX];
+    const char *slash = strrchr(file_path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == file_path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - file_path), file_path);
+    char abs_dir[PATH_MAX];
+    if (!realpath(dir, abs_dir))
+        return value;
+    const char *rest = value;
+    for (;;) {
+        if (rest[0] == '.' && rest[1] == '/') {
+            rest += 2;
+        } else if (rest[0] == '.' && rest[1] == '.' && rest[2] == '/' && strcmp(abs_dir, "/")) {
+            *strrchr(abs_dir, '/') = '\0'; /* abs_dir is absolute and has no trailing slash */
+            if (!abs_dir[0])
+                snprintf(abs_dir, sizeof abs_dir, "/");
+            rest += 3;
+        } else {
+            break;
+        }
+    }
+    int n = snprintf(buf, cap, "%s%s%s", abs_dir, strcmp(abs_dir, "/") ? "/" : "", rest);
+    if (n < 0 || (size_t)n >= cap)
+        return value;
+    if (access(buf, F_OK) != 0 && access(value, F_OK) == 0)
+        return value;
+    return buf;
+}
 
 /* A scalar's text, "" for YAML null. Fails on a non-scalar or an embedded NUL. */
 static int scalar_text(const ql_yaml_node_t *node, const char *key, const char **out,
@@ -108,6 +154,9 @@ static int load_pair(ql_config_t *cfg, const ql_yaml_pair_t *pair, const char *p
     int rc = scalar_text(value, o->key, &text, err);
     if (rc != 0)
         return rc;
+    char resolved[2 * PATH_MAX];
+    if (o->type == QL_CONFIG_PATH)
+        text = resolve_path(path, text, resolved, sizeof resolved);
     return ql_config_set(cfg, o->key, text, path, (int)key->line, err);
 }
 

@@ -9,6 +9,8 @@
 typedef struct entry {
     ql_cycle_key_t key;
     ql_cycle_state_t state;
+    uint32_t n_related;
+    ql_id_t covering; /* the first segment of the covering set */
     int64_t used;
     uint32_t hnext;      /* bucket chain */
     uint32_t prev, next; /* LRU list: head most recent */
@@ -124,6 +126,16 @@ static uint32_t find(const ql_cycle_cache_t *c, const ql_cycle_key_t *key) {
 }
 
 ql_cycle_state_t ql_cycle_cache_get(ql_cycle_cache_t *c, const ql_cycle_key_t *key, int64_t now) {
+    return ql_cycle_cache_lookup(c, key, now, NULL, NULL);
+}
+
+void ql_cycle_cache_put(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle_state_t state,
+                        int64_t now) {
+    ql_cycle_cache_store(c, key, state, now, NULL, 0);
+}
+
+ql_cycle_state_t ql_cycle_cache_lookup(ql_cycle_cache_t *c, const ql_cycle_key_t *key, int64_t now,
+                                       ql_id_t *covering, uint32_t *n_related) {
     uint32_t i = find(c, key);
     if (i == NIL)
         return QL_CYCLE_NONE;
@@ -134,14 +146,23 @@ ql_cycle_state_t ql_cycle_cache_get(ql_cycle_cache_t *c, const ql_cycle_key_t *k
     c->e[i].used = now;
     lru_unlink(c, i);
     lru_push_front(c, i);
+    if (covering)
+        *covering = c->e[i].covering;
+    if (n_related)
+        *n_related = c->e[i].n_related;
     return c->e[i].state;
 }
 
-void ql_cycle_cache_put(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle_state_t state,
-                        int64_t now) {
+void ql_cycle_cache_store(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle_state_t state,
+                          int64_t now, const ql_id_t *covering, uint32_t n_related) {
     uint32_t i = find(c, key);
+    ql_id_t none = {0};
+    if (!covering)
+        covering = &none;
     if (i != NIL) {
         c->e[i].state = state;
+        c->e[i].covering = *covering;
+        c->e[i].n_related = n_related;
         c->e[i].used = now;
         lru_unlink(c, i);
         lru_push_front(c, i);
@@ -154,6 +175,8 @@ void ql_cycle_cache_put(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle
     entry_t *x = &c->e[i];
     x->key = *key;
     x->state = state;
+    x->covering = *covering;
+    x->n_related = n_related;
     x->used = now;
     x->live = true;
     size_t b = hash_key(key, c->n_buckets);

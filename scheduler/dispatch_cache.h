@@ -24,6 +24,12 @@ void ql_cycle_cache_clear(ql_cycle_cache_t *c);
 ql_cycle_state_t ql_cycle_cache_get(ql_cycle_cache_t *c, const ql_cycle_key_t *key, int64_t now);
 void ql_cycle_cache_put(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle_state_t state,
                         int64_t now);
+/* The same, with the segment the status call names for a cached cycle: lookup copies into
+ * covering and n_related (each may be NULL) what store kept (covering NULL: none, n 0). */
+ql_cycle_state_t ql_cycle_cache_lookup(ql_cycle_cache_t *c, const ql_cycle_key_t *key, int64_t now,
+                                       ql_id_t *covering, uint32_t *n_related);
+void ql_cycle_cache_store(ql_cycle_cache_t *c, const ql_cycle_key_t *key, ql_cycle_state_t state,
+                          int64_t now, const ql_id_t *covering, uint32_t n_related);
 size_t ql_cycle_cache_size(const ql_cycle_cache_t *c);
 
 #endif

@@ -57,6 +57,8 @@ typedef struct drec {
     uint32_t n_related;
     uint32_t mentry; /* index in the model list it was last seen at, or UINT32_MAX */
     bool from_cache;
+    bool dirty;         /* on the dispatcher's dirty list (dispatch_store.c) */
+    uint64_t saved_sig; /* signature of what was last written to the store; 0: nothing */
     /* log suppression */
     bool failure_logged;
     ql_cycle_state_t logged_state;
@@ -94,6 +96,10 @@ struct ql_dispatcher {
     size_t n_decisions, cap_decisions;
     uint32_t *dindex;
     size_t n_dindex;
+    /* decisions changed since they were last written to the store (dispatch_store.c) */
+    uint32_t *dirty;
+    size_t n_dirty, cap_dirty;
+    size_t persisting; /* decision writes not answered yet */
     /* scan state */
     bool scanning;
     bool timer_on;
@@ -124,5 +130,15 @@ void ql_dispatch_set_msg(drec_t *r, const char *msg);
 
 /* Rebuilds the model list from the store for metadata generation gen. */
 int ql_dispatch_rebuild_list(ql_dispatcher_t *d, ql_txn_t *txn, uint64_t gen);
+
+/* A write of the dispatcher's was answered, a submission or (decision_write) a decision write:
+ * the last submission ends the scan (decision writes never hold a scan up); the last write of
+ * either kind frees a dispatcher whose owner is gone. */
+void ql_dispatch_answered(ql_dispatcher_t *d, bool decision_write);
+
+/* Puts r on the dirty list when it differs from what was last written (record() calls it). */
+void ql_dispatch_mark(ql_dispatcher_t *d, drec_t *r);
+/* Writes the dirty decisions through the writer (the end of a scan); the list is emptied. */
+void ql_dispatch_persist(ql_dispatcher_t *d);
 
 #endif

@@ -131,6 +131,7 @@ static void record(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64_t now
     if (r->state == QL_CYCLE_SKIPPED)
         warn_skip(d, m, r, now);
     log_decision(d, m, r);
+    ql_dispatch_mark(d, r);
     if (d->opts.on_decision) {
         ql_decision_t pub;
         ql_dispatcher_decision(d, &r->model, &pub);
@@ -148,8 +149,7 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
         /* The owner is gone (a server stopping mid-scan): the job, if committed, stays for the
          * scheduler's recovery; nobody is left to tell. */
         free(p);
-        if (--d->pending == 0)
-            release(d);
+        ql_dispatch_answered(d, false);
         return;
     }
     drec_t *r = &d->decisions[p->decision];
@@ -172,27 +172,68 @@ static void submit_done(void *arg, int status, const ql_err_t *err) {
     if (m)
         record(d, m, r, r->evaluated_at);
     free(p);
-    if (--d->pending == 0 && d->scanning)
+    ql_dispatch_answered(d, false);
+}
+
+void ql_dispatch_answered(ql_dispatcher_t *d, bool decision_write) {
+    if (decision_write)
+        d->persisting--;
+    else
+        d->pending--;
+    if (d->pending || (d->freed && d->persisting))
+        return;
+    if (d->freed)
+        release(d);
+    else if (d->scanning && !decision_write)
         scan_end(d);
 }
 
-/* Why a BLOCKED cycle is blocked: the first overlapping NEW segment that stops it. */
-static void blocked_why(const ql_dispatch_seg_t *ds, size_t n, int64_t start, int64_t end,
-                        char *why, size_t cap) {
+/* Why a cycle is BLOCKED (the first overlapping NEW segment that stops it), IN_PROGRESS (the
+ * first NEW segment being built) or PARTIAL_OVERLAP (the first usable segment that overlaps the
+ * target without covering it), for the status call's reason and the log. */
+static void cycle_why(ql_cycle_state_t state, const ql_dispatch_seg_t *ds, size_t n, int64_t start,
+                      int64_t end, char *why, size_t cap) {
     for (size_t i = 0; i < n; i++) {
         const ql_dispatch_seg_t *s = &ds[i];
-        if (s->status != QL_SEG_NEW || s->end <= start || s->start >= end)
+        if (s->end <= start || s->start >= end)
             continue;
-        char id[QL_ID_STR_LEN + 1];
+        char id[QL_ID_STR_LEN + 1], range[96];
         ql_id_format(&s->id, id);
-        if (!s->has_live_job) {
+        bool stopped = !s->has_live_job || s->job_state == QL_ERROR || s->job_state == QL_PAUSED;
+        if (state == QL_CYCLE_BLOCKED && s->status == QL_SEG_NEW && !s->has_live_job) {
             snprintf(why, cap, "NEW segment %s has no non-final job (orphan)", id);
             return;
         }
-        if (s->job_state == QL_ERROR || s->job_state == QL_PAUSED) {
+        if (state == QL_CYCLE_BLOCKED && s->status == QL_SEG_NEW && stopped) {
             snprintf(why, cap, "the job of NEW segment %s is %s", id, ql_state_name(s->job_state));
             return;
         }
+        if (state == QL_CYCLE_IN_PROGRESS && s->status == QL_SEG_NEW && !stopped) {
+            snprintf(why, cap, "NEW segment %s is being built (its job is %s)", id,
+                     ql_state_name(s->job_state));
+            return;
+        }
+        if (state == QL_CYCLE_PARTIAL_OVERLAP && s->status != QL_SEG_NEW) {
+            fmt_range(s->start, s->end, range, sizeof range);
+            snprintf(why, cap,
+                     "segment %s %s overlaps the target without covering it: build or merge the "
+                     "rest by hand",
+                     id, range);
+            return;
+        }
+    }
+}
+
+/* The first usable segment of the covering set (the one that starts at or before the target),
+ * moved to related[0] so a COVERED decision, and the cycle cache after it, names it. */
+static void covering_first(const ql_dispatch_seg_t *ds, size_t n, int64_t start, drec_t *r) {
+    for (size_t i = 0; i < n && i < QL_DECISION_MAX_RELATED; i++) {
+        if (ds[i].status == QL_SEG_NEW || ds[i].start > start || ds[i].end <= start)
+            continue;
+        ql_id_t first = r->related[0];
+        r->related[0] = r->related[i];
+        r->related[i] = first;
+        return;
     }
 }
 
@@ -225,8 +266,10 @@ static int evaluate(const ql_probe_result_t *pr, const combo_t *c, drec_t *r, ch
             }
     }
     r->state = ql_dispatch_classify(c->start, c->end, ds, n);
-    if (r->state == QL_CYCLE_BLOCKED)
-        blocked_why(ds, n, c->start, c->end, why, cap);
+    if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
+        covering_first(ds, n, c->start, r);
+    else
+        cycle_why(r->state, ds, n, c->start, c->end, why, cap);
     r->n_related = (uint32_t)n;
     if (ds != dbuf)
         free(ds);
@@ -296,9 +339,14 @@ static void scan_prepare(ql_dispatcher_t *d, int64_t now, int64_t mono) {
         }
         ql_cycle_key_t key = {
             .model = m->id, .occurrence = c->occurrence, .start = c->start, .end = c->end};
-        ql_cycle_state_t cached = ql_cycle_cache_get(d->cache, &key, mono);
+        uint32_t n_rel = 0;
+        ql_cycle_state_t cached =
+            ql_cycle_cache_lookup(d->cache, &key, mono, &r->related[0], &n_rel);
         if (cached == QL_CYCLE_COVERED || cached == QL_CYCLE_COVERED_WITH_WARNING) {
+            /* Still name the covering segment: the first of the covering set, the one the
+             * cache keeps (the other related segments of the evaluation are not kept). */
             r->state = cached;
+            r->n_related = n_rel ? 1 : 0;
             r->from_cache = true;
             ql_dispatch_set_msg(r, NULL);
             continue;
@@ -316,7 +364,7 @@ static int probe_cb(const ql_probe_result_t *pr, void *arg) {
     ql_dispatcher_t *d = arg;
     const mentry_t *m = &d->models[d->target_model[pr->index]];
     drec_t *r = &d->decisions[m->decision];
-    char why[QL_ID_STR_LEN + 64] = "";
+    char why[256] = "";
     int rc = evaluate(pr, &d->combos[m->combo], r, why, sizeof why);
     d->target_rc[pr->index] = rc;
     if (!rc)
@@ -395,7 +443,7 @@ static void scan_models(ql_dispatcher_t *d, ql_txn_t *txn, int64_t now) {
         ql_cycle_key_t key = {
             .model = m->id, .occurrence = c->occurrence, .start = c->start, .end = c->end};
         if (r->state == QL_CYCLE_COVERED || r->state == QL_CYCLE_COVERED_WITH_WARNING)
-            ql_cycle_cache_put(d->cache, &key, r->state, mono);
+            ql_cycle_cache_store(d->cache, &key, r->state, mono, &r->related[0], r->n_related);
         if (r->state != QL_CYCLE_NO_OVERLAP) {
             record(d, m, r, now);
             continue;
@@ -413,6 +461,7 @@ static void scan_end(ql_dispatcher_t *d) {
     d->stats.last_scan_us = (int64_t)us - d->scan_started_us;
     d->stats.last_scan_ms = d->stats.last_scan_us / 1000;
     d->stats.cache_entries = ql_cycle_cache_size(d->cache);
+    ql_dispatch_persist(d);
     if (d->timer_on)
         ql_timer_start(&d->timer, d->opts.interval_ms, timer_cb, d);
     void (*done)(void *) = d->scan_done;
@@ -521,6 +570,7 @@ static void release(ql_dispatcher_t *d) {
     ql_submit_cache_free(d->formats);
     free(d->decisions);
     free(d->dindex);
+    free(d->dirty);
     free(d->models);
     free(d->projects);
     free(d->combos);
@@ -537,7 +587,7 @@ static void release(ql_dispatcher_t *d) {
  * ql_writer_free at the latest) and hold pointers into d, so the last of them frees it. */
 static void free_dispatcher(ql_timer_t *t) {
     ql_dispatcher_t *d = (ql_dispatcher_t *)(void *)((char *)t - offsetof(ql_dispatcher_t, timer));
-    if (d->pending) {
+    if (d->pending || d->persisting) {
         d->freed = true;
         return;
     }
@@ -560,6 +610,7 @@ void ql_dispatcher_reset(ql_dispatcher_t *d) {
     for (size_t i = 0; i < d->n_decisions; i++)
         free(d->decisions[i].msg);
     d->n_decisions = 0;
+    d->n_dirty = 0;
     if (d->dindex)
         memset(d->dindex, 0, d->n_dindex * sizeof *d->dindex);
     d->list_valid = false;

@@ -24,7 +24,8 @@ done
 
 export QILIN_SERVER=$server
 # No users are configured, so qilind generated ADMIN's password into the data directory
-# (conf/demo.yaml: ./demo-data), readable by this user only; the CLI reads it from there.
+# (conf/demo.yaml: the repository's demo-data/), readable by this user only; the CLI reads it
+# from there.
 pwfile=demo-data/admin.password
 export QILIN_PASSWORD_FILE=$pwfile
 qilin=./build/tools/qilin

@@ -130,7 +130,7 @@ int node_changes_start(uv_loop_t *loop, ql_store_t *store, ql_log_t *log, ql_sto
     ql_err_t err = {0};
     int rc = ql_store_changes_listen(store, &err);
     if (rc == UV_ENOTSUP)
-        return 0; /* LMDB: the poll interval serves, as before */
+        return 0; /* a read-only store: the poll interval serves */
     node_changes_t *c = calloc(1, sizeof *c);
     if (!c)
         return UV_ENOMEM;

@@ -57,11 +57,20 @@ typedef struct lmdb_store {
     MDB_dbi dbi[DB_COUNT];
     uint64_t map_size;
     ql_wguard_t *guard; /* taken around every top-level write transaction; NULL: read-only */
+    /* the change session (store_lmdb_changes.c): -1 when not listening */
+    int wake_fd, wake_dir;
+    char wake_name[32];
+    bool wake_listened, wake_missed; /* a session was open before; the new one's first drain
+                                        reports "anything" */
 } lmdb_store_t;
 
 typedef struct lmdb_txn {
     ql_txn_t base;
     MDB_txn *txn;
+    /* jobs whose change wakes other servers, noted on this level (store_lmdb_changes.c) */
+    ql_id_t *woke;
+    size_t n_woke, cap_woke;
+    bool woke_all;
 } lmdb_txn_t;
 
 static inline lmdb_store_t *ql_lmdb(ql_store_t *s) {
@@ -73,6 +82,18 @@ static inline MDB_txn *ql_mdb_txn(ql_txn_t *t) {
 }
 
 /* The record operations of the backend table (store_lmdb*.c; see ql_store.h for each). */
+/* Wake-ups across servers (store_lmdb_changes.c; ql_store.h, "changes made by other servers"):
+ * note a job whose put wakes other servers on t's level; hand a committed nested level's notes
+ * to its parent; send what a committed top-level transaction noted; the change session's listen,
+ * fd, drain and close. */
+void lmdb_changes_note(ql_txn_t *t, const ql_id_t *job);
+void lmdb_changes_merge(ql_txn_t *into, ql_txn_t *from);
+void lmdb_changes_send(ql_txn_t *t);
+int lmdb_changes_listen(ql_store_t *s, ql_err_t *err);
+int lmdb_changes_fd(ql_store_t *s);
+int lmdb_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg);
+void lmdb_changes_close(ql_store_t *s);
+
 int lmdb_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
 int lmdb_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);
 int lmdb_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap);

@@ -138,6 +138,7 @@ int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     }
     ql_store_t *s = &L->base;
+    L->wake_fd = L->wake_dir = -1;
     L->map_size = opts->map_size ? opts->map_size : QL_STORE_DEFAULT_MAP_SIZE;
 
     /* MDB_NOMEMINIT: LMDB otherwise zeroes every page it mallocs before filling it, and a
@@ -219,6 +220,7 @@ static void lmdb_close(ql_store_t *s) {
     if (!s)
         return;
     lmdb_store_t *L = ql_lmdb(s);
+    lmdb_changes_close(s);
     if (L->env)
         mdb_env_close(L->env);
     ql_wguard_close(L->guard);
@@ -280,6 +282,7 @@ static int lmdb_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t 
 }
 
 static void txn_free(ql_txn_t *t) {
+    free(((lmdb_txn_t *)t)->woke);
     store_txn_fini(t);
     free(t);
 }
@@ -309,6 +312,10 @@ static int lmdb_txn_commit(ql_txn_t *t) {
         mrc == EIO && t->write && disk_is_full(t->store) ? QL_EDISKFULL : ql_store_mdb_err(mrc);
     if (!rc)
         store_run_commit_hook(t);
+    if (!rc && t->parent)
+        lmdb_changes_merge(t->parent, t);
+    else if (!rc && t->write)
+        lmdb_changes_send(t); /* after the commit: a woken server reads what it names */
     txn_free(t);
     return rc;
 }
@@ -425,6 +432,9 @@ int lmdb_meta_put_str(ql_txn_t *t, const char *key, const char *value) {
 static const store_ops_t lmdb_ops = {
     .name = "lmdb",
     .close = lmdb_close,
+    .changes_listen = lmdb_changes_listen,
+    .changes_fd = lmdb_changes_fd,
+    .changes_drain = lmdb_changes_drain,
     .maintain = lmdb_maintain,
     .stat = lmdb_stat,
     .fsck = lmdb_fsck,

@@ -144,6 +144,7 @@ int lmdb_job_put(ql_txn_t *txn, const ql_job_t *j) {
     ql_job_t old;
     int rc = ql_job_get(txn, &j->id, 0, &old);
     bool existed = rc == 0;
+    ql_state_t was = existed ? old.state : QL_READY;
     if (rc && rc != QL_ENOTFOUND)
         return rc;
     if (existed) {
@@ -162,7 +163,10 @@ int lmdb_job_put(ql_txn_t *txn, const ql_job_t *j) {
     ql_buf_reset(&txn->buf);
     if ((rc = ql_job_encode(j, &txn->buf)))
         return rc;
-    return ql_db_put(txn, DB_JOBS, j->id.b, 16, txn->buf.data, txn->buf.len);
+    rc = ql_db_put(txn, DB_JOBS, j->id.b, 16, txn->buf.data, txn->buf.len);
+    if (rc == 0 && store_change_wakes(existed, was, j->state))
+        lmdb_changes_note(txn, &j->id);
+    return rc;
 }
 
 int lmdb_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {

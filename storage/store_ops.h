@@ -32,7 +32,7 @@ typedef struct store_ops {
     /* ql_store_lock_open; NULL: the backend has no job engine lock of its own (LMDB). */
     int (*lock_open)(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
                      ql_err_t *err);
-    /* ql_store_changes_*; NULL: the backend has no change channel (LMDB). */
+    /* ql_store_changes_*; NULL: the backend has no change channel. */
     int (*changes_listen)(ql_store_t *s, ql_err_t *err);
     int (*changes_fd)(ql_store_t *s);
     int (*changes_drain)(ql_store_t *s, ql_store_change_cb cb, void *arg);
@@ -141,5 +141,15 @@ int store_probe_loop(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql
 /* The backends' open functions; opts is checked by ql_store_open. */
 int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
 int ql_store_pg_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);
+
+/* Whether a job put wakes the schedulers of other servers (ql_store.h, "changes made by other
+ * servers"): a new READY job, or a job moved to READY, PAUSED or DISCARDED (what a submission or
+ * a job action does from outside the scheduler that runs it). existed: the job was stored
+ * before, in state was. Both backends note such jobs for their commit's wake-up. */
+static inline bool store_change_wakes(bool existed, ql_state_t was, ql_state_t now) {
+    if (!existed)
+        return now == QL_READY;
+    return was != now && (now == QL_READY || now == QL_PAUSED || now == QL_DISCARDED);
+}
 
 #endif

@@ -3,8 +3,8 @@
  * ql_store.h, "changes made by other servers").
  *
  * DESIGN.
- * - Sending: a job put that wakes a scheduler (pg_changes_wakes) notes the job's id on its
- *   transaction level. The ids follow the savepoints as the model locks do: a released level
+ * - Sending: a job put that wakes a scheduler (store_change_wakes, store_ops.h) notes the job's id
+ * on its transaction level. The ids follow the savepoints as the model locks do: a released level
  *   hands them to its parent, a level rolled back drops them. The top-level commit sends them
  *   in one pg_notify, in the same round trip as its COMMIT ("SELECT pg_notify(...); COMMIT"):
  *   no statement of its own, and PostgreSQL delivers it only if the transaction commits, after
@@ -35,12 +35,6 @@
 
 /* Ids named in one notification at most: 200 x 37 bytes stays under PostgreSQL's 8000. */
 #define PG_WAKE_NAMED 200
-
-bool pg_changes_wakes(bool existed, ql_state_t was, ql_state_t now) {
-    if (!existed)
-        return now == QL_READY;
-    return was != now && (now == QL_READY || now == QL_PAUSED || now == QL_DISCARDED);
-}
 
 /* ---- sending ---- */
 

@@ -268,10 +268,6 @@ char *pg_mask_password(const char *url);
 
 /* ---- wake-ups (store_pg_changes.c, docs/postgresql.md) ---- */
 
-/* Whether a job put wakes the schedulers of other servers: a new READY job, or a job moved to
- * READY, PAUSED or DISCARDED (what a submission or a job action does from outside the
- * scheduler that runs it). existed: the job was stored before, in state was. */
-bool pg_changes_wakes(bool existed, ql_state_t was, ql_state_t now);
 /* Notes that t's write wakes job: it is named in the NOTIFY of the top-level commit. Never
  * fails: without memory the commit notifies "anything may have changed". */
 void pg_changes_note(pg_txn_t *t, const ql_id_t *job);

@@ -502,7 +502,7 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
 /* Under the model lock. A new job that would overlap a live job of its model is refused by the
  * exclusion constraint (ON CONFLICT DO NOTHING: QL_EJOBCONFLICT, the transaction usable), the
  * backstop of the rule in meta.c. A put that makes the job READY, PAUSED or DISCARDED notes it
- * for the NOTIFY of the commit (pg_changes_wakes), which costs no round trip of its own. */
+ * for the NOTIFY of the commit (store_change_wakes), which costs no round trip of its own. */
 int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_txn_t *t = pgt(bt);
     if (!bt->write || ql_id_is_zero(&j->id) || !j->project[0] || strlen(j->project) > QL_NAME_MAX ||
@@ -557,7 +557,7 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
         rc = PQntuples(r) == 1 ? 0 : QL_EJOBCONFLICT;
         PQclear(r);
     }
-    if (rc == 0 && pg_changes_wakes(existed, was, j->state))
+    if (rc == 0 && store_change_wakes(existed, was, j->state))
         pg_changes_note(t, &j->id);
     return rc;
 }

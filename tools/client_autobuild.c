@@ -26,6 +26,8 @@ static int status_run(ql_cli_t *cli, const ql_cli_args_t *a) {
             {"segments", "related_segments", QL_CLI_TEXT},
             {"reason", "reason", QL_CLI_TEXT},
             {"evaluated at", "evaluated_at", QL_CLI_TIME},
+            /* dispatcher, or store: the master's decision as kept there (a standby's answer) */
+            {"source", "source", QL_CLI_TEXT},
         };
         ql_cli_print_fields(cli, data, fields, sizeof fields / sizeof *fields);
     }

@@ -14,7 +14,6 @@
 #include "api/api.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +49,9 @@ static void usage(FILE *out) {
             "  --help            this text\n"
             "  --version         the version\n"
             "\n"
-            "A relative qilin.jobs.templates given in the file is read from the file's\n"
-            "directory (or, when it is not there, from the working directory). The server\n"
+            "Relative paths in the file (qilin.storage.path, qilin.jobs.templates) are\n"
+            "relative to the file's folder; in --data and --set, to the working directory.\n"
+            "qilin-exec is looked for next to qilind. The server\n"
             "prints \"qilind listening on http://HOST:PORT\" on stderr once it serves; SIGTERM\n"
             "or SIGINT stops it gracefully.\n");
 }
@@ -104,29 +104,6 @@ static void on_signal(uv_signal_t *h, int signum) {
 }
 
 /* ---- start-up ---- */
-
-/* Where the node resolves a relative qilin.jobs.templates: the config file's directory when
- * the key was set in that file and the file is there; otherwise the working directory (the
- * default value, --set values, and a file-relative path that does not exist, such as
- * conf/qilin.yaml's own commented "conf/jobs.yaml" written relative to the repository). */
-static const char *templates_dir(const ql_config_t *cfg, const char *config_path, char *buf,
-                                 size_t cap) {
-    int line;
-    const char *src = ql_config_source(cfg, "qilin.jobs.templates", &line);
-    const char *path = ql_config_get_str(cfg, "qilin.jobs.templates");
-    if (!config_path || path[0] == '/' || strcmp(src, config_path) != 0)
-        return NULL;
-    snprintf(buf, cap, "%s", config_path);
-    char *slash = strrchr(buf, '/');
-    if (!slash)
-        return NULL;
-    *slash = '\0';
-    char full[2 * PATH_MAX + 2];
-    snprintf(full, sizeof full, "%.*s/%.*s", PATH_MAX, buf, PATH_MAX, path);
-    if (access(full, F_OK) != 0 && access(path, F_OK) == 0)
-        return NULL;
-    return buf;
-}
 
 static int load_config(qilind_t *d, int argc, char **argv, const char **config_path, bool *print) {
     const char *config = NULL, *data = NULL;
@@ -196,13 +173,8 @@ static int load_config(qilind_t *d, int argc, char **argv, const char **config_p
 
 static int start(qilind_t *d, const char *config_path) {
     ql_err_t err = {0};
-    char dirbuf[PATH_MAX];
-    ql_node_opts_t no = {
-        .config = d->cfg,
-        .loop = &d->loop,
-        .log = &d->log,
-        .config_dir = templates_dir(d->cfg, config_path, dirbuf, sizeof dirbuf),
-    };
+    /* Relative paths of the file were resolved against its folder when it was loaded. */
+    ql_node_opts_t no = {.config = d->cfg, .loop = &d->loop, .log = &d->log};
     const char *listen = ql_config_get_str(d->cfg, "qilin.server.listen");
     const char *data = ql_config_get_str(d->cfg, "qilin.storage.path");
     ql_log(&d->log, QL_LOG_INFO, "qilind", "starting version=%s config=%s data=%s mode=%s",

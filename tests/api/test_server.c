@@ -497,3 +497,73 @@ Test(server, a_build_with_the_shipped_job_templates_runs_to_ready) {
     json_decref(out);
     qd_stop_ok(&Q, 20000);
 }
+
+/* ---- the dispatcher's decisions kept in the store ---- */
+
+#define AUTO_STATUS "/kylin/api/models/m1/auto_segment_build/status?project=p1"
+
+/* Polls q's status of m1 (at most 20 s) until its state is want from source; returns it. */
+static json_t *wait_auto_status(const qd_t *q, const char *want, const char *source) {
+    int64_t deadline = now_ms() + 20000;
+    for (;;) {
+        json_t *s = api_ok(q, "GET", AUTO_STATUS, NULL);
+        const char *src = json_string_value(json_object_get(s, "source"));
+        if (!strcmp(jstr(s, "state"), want) && src && !strcmp(src, source))
+            return s;
+        if (now_ms() >= deadline) {
+            char *log = read_file(q->log);
+            fprintf(stderr, "%s\n", log ? log : "");
+            free(log);
+        }
+        cr_assert(now_ms() < deadline, "still %s from %s", jstr(s, "state"), src ? src : "-");
+        json_decref(s);
+        poll_pause();
+    }
+}
+
+/* The master's latest decision is what a standby and a query server answer (before, UNKNOWN):
+ * the COVERED cycle with its segment, read from the store. */
+Test(server, a_standby_and_a_query_server_answer_the_masters_decision) {
+    qd_init(&Q);
+    const char *args[] = {"--set", "kylin.model.auto-segment-build.dispatcher-interval-ms=200ms",
+                          NULL};
+    qd_start(&Q, args);
+    make_model(&Q, "p1", "m1", NULL);
+    json_decref(api_ok(&Q, "PUT", "/kylin/api/models/m1/segment_config",
+                       "{\"project\":\"p1\",\"auto_segment_build\":{\"enabled\":true,"
+                       "\"trigger_time\":\"00:00:00\",\"logical_date_offset_days\":1,"
+                       "\"data_range_start_time\":\"00:00:00\",\"data_range_end_time\":"
+                       "\"24:00:00\"}}"));
+    json_decref(api_ok(&Q, "PUT", "/kylin/api/projects/p1/segment_config",
+                       "{\"auto_segment_build_enabled\":true}"));
+    json_t *m = wait_auto_status(&Q, "COVERED", "dispatcher");
+    json_t *seg = json_array_get(json_object_get(m, "related_segments"), 0);
+    cr_assert(json_is_string(seg), "COVERED names no segment");
+
+    qd_init(&Q2);
+    snprintf(Q2.data, sizeof Q2.data, "%s", Q.data);
+    qd_start(&Q2, args);
+    cr_assert(file_contains(Q2.log, "role=standby"));
+    json_t *s = wait_auto_status(&Q2, "COVERED", "store");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(s, "related_segments"), 0)),
+                     json_string_value(seg));
+    cr_assert_eq(jint(s, "target_start"), jint(m, "target_start"));
+    cr_assert_eq(jint(s, "target_end"), jint(m, "target_end"));
+    cr_assert_str_eq(jstr(s, "model"), "m1");
+    resp_t r = http_req(&Q2, "GET", AUTO_STATUS, NULL, NULL, NULL);
+    const char *msg = json_string_value(json_object_get(r.json, "msg"));
+    cr_assert(msg && strstr(msg, "standby") && strstr(msg, "kept in the store"), "%s", r.body);
+    resp_free(&r);
+    json_decref(s);
+    qd_stop_ok(&Q2, 20000);
+    qd_stop_ok(&Q, 20000);
+
+    const char *query[] = {"--set", "kylin.server.mode=query", NULL};
+    qd_start(&Q, query);
+    s = wait_auto_status(&Q, "COVERED", "store");
+    cr_assert_str_eq(json_string_value(json_array_get(json_object_get(s, "related_segments"), 0)),
+                     json_string_value(seg));
+    json_decref(s);
+    json_decref(m);
+    qd_stop_ok(&Q, 20000);
+}

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Writes text to a new temporary file; returns its path (caller frees and unlinks). */
@@ -798,4 +799,82 @@ Test(config, api_address_for_other_servers) {
                          t[i].listen);
         ql_config_free(cfg);
     }
+}
+
+/* Writes text to dir/name (both borrowed). */
+static void put_file(const char *dir, const char *name, const char *text) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A relative path key in a file is relative to the file's folder, whatever the working
+ * directory; an absolute one is kept; --set stays relative to the working directory; and a
+ * file written for the working directory (nothing at the file-relative path, something at the
+ * working-directory one) keeps working. */
+Test(config, relative_paths_in_a_file_resolve_against_its_folder) {
+    char dir[4096], etc[4200], file[4300], cwd[4096], real[4096];
+    ql_test_tmpdir(dir, sizeof dir, "config-relpath");
+    snprintf(etc, sizeof etc, "%s/etc", dir);
+    cr_assert_eq(mkdir(etc, 0700), 0);
+    put_file(etc, "jobs.yaml", "templates: {}\n");
+    put_file(etc, "qilin.yaml", "qilin.storage.path: ./data\nqilin.jobs.templates: jobs.yaml\n");
+    snprintf(file, sizeof file, "%s/qilin.yaml", etc);
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir("/"), 0);
+    cr_assert_not_null(realpath(etc, real));
+    ql_config_t *cfg = fresh();
+    ql_err_t err = {0};
+    cr_assert_eq(ql_config_load_file(cfg, file, &err), 0, "%s", err.msg);
+    char want[4300];
+    snprintf(want, sizeof want, "%s/data", real);
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), want);
+    snprintf(want, sizeof want, "%s/jobs.yaml", real);
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), want);
+    int line = 0;
+    cr_assert_str_eq(ql_config_source(cfg, "qilin.storage.path", &line), file);
+    cr_assert_eq(line, 1);
+    /* --set (and --data) values are the working directory's. */
+    cr_assert_eq(ql_config_set_arg(cfg, "qilin.storage.path=rel", &err), 0, "%s", err.msg);
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), "rel");
+    ql_config_free(cfg);
+
+    /* Loaded through a relative file name from the folder above: the same absolute paths. */
+    cr_assert_eq(chdir(dir), 0);
+    cfg = fresh();
+    cr_assert_eq(ql_config_load_file(cfg, "etc/qilin.yaml", &err), 0, "%s", err.msg);
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), want);
+    ql_config_free(cfg);
+
+    /* Written for the working directory: etc/other.yaml names "etc/jobs.yaml", which exists
+     * from dir but not from etc/: kept as written. An absolute path is kept too. */
+    put_file(etc, "other.yaml",
+             "qilin.jobs.templates: etc/jobs.yaml\nqilin.storage.path: /srv/q\n");
+    cfg = fresh();
+    cr_assert_eq(ql_config_load_file(cfg, "etc/other.yaml", &err), 0, "%s", err.msg);
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), "etc/jobs.yaml");
+    cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), "/srv/q");
+    ql_config_free(cfg);
+
+    /* The shipped files, loaded from /: their data directories are the repository's. */
+    cr_assert_eq(chdir("/"), 0);
+    char repo[4096];
+    cr_assert_not_null(realpath(QL_SOURCE_DIR, repo));
+    static const struct {
+        const char *file, *data;
+    } shipped[] = {{"conf/qilin.yaml", "data"}, {"conf/demo.yaml", "demo-data"}};
+    for (size_t i = 0; i < 2; i++) {
+        cfg = fresh();
+        snprintf(file, sizeof file, "%s/%s", repo, shipped[i].file);
+        cr_assert_eq(ql_config_load_file(cfg, file, &err), 0, "%s", err.msg);
+        snprintf(want, sizeof want, "%s/%s", repo, shipped[i].data);
+        cr_assert_str_eq(ql_config_get_str(cfg, "qilin.storage.path"), want);
+        snprintf(want, sizeof want, "%s/conf/jobs.yaml", repo);
+        cr_assert_str_eq(ql_config_get_str(cfg, "qilin.jobs.templates"), want);
+        ql_config_free(cfg);
+    }
+    cr_assert_eq(chdir(cwd), 0);
 }

@@ -453,7 +453,7 @@ Test(dispatcher, submits_no_overlap_cycle_as_system) {
     cr_assert_not(ql_id_is_zero(&d.job));
     cr_assert_eq(d.n_related, 1);
     /* Segment and job were created by one committed transaction. */
-    cr_assert_eq(commits, 1);
+    cr_assert_eq(commits, 2); /* then the changed decision in another */
 
     jobs_t *j = jobs_of(&model);
     cr_assert_eq(j->n, 1);
@@ -640,7 +640,7 @@ Test(dispatcher, guard_with_manual_writer) {
     cr_assert_eq(done, 0);
     int done2 = 0;
     cr_assert_eq(ql_dispatcher_scan(disp, count_cb, &done2), QL_ETRANSIENT);
-    cr_assert_eq(ql_writer_flush(writer), 1);
+    cr_assert_eq(ql_writer_flush(writer), 2); /* and the decision write */
     cr_assert_eq(done, 1);
     cr_assert_eq(done2, 0, "a refused scan never reports");
     cr_assert_not(ql_dispatcher_scanning(disp));
@@ -737,7 +737,7 @@ Test(dispatcher, fixed_delay_counts_from_the_end_of_a_slow_scan) {
     /* The scan takes 5 s: its submission is answered then. */
     const int64_t slow = 5000;
     ql_vclock_skip(clk, slow);
-    cr_assert_eq(ql_writer_flush(writer), 1);
+    cr_assert_eq(ql_writer_flush(writer), 2); /* and the decision write */
     cr_assert_not(ql_dispatcher_scanning(disp));
     cr_assert_eq(ql_vclock_next_due(clk), slow + INTERVAL);
     /* 3.5 more intervals: scans at end+i, end+2i, end+3i (the later ones end at once). */
@@ -765,7 +765,7 @@ Test(dispatcher, timer_while_scanning_waits_for_the_running_scan) {
     cr_assert(ql_dispatcher_scanning(disp));
     cr_assert_eq(ql_vclock_next_due(clk), INTERVAL);
     ql_vclock_skip(clk, 1000);
-    cr_assert_eq(ql_writer_flush(writer), 1);
+    cr_assert_eq(ql_writer_flush(writer), 2); /* and the decision write */
     ql_dispatcher_get_stats(disp, &st);
     cr_assert_eq(st.scans, 1);
     cr_assert_eq(ql_vclock_next_due(clk), 1000 + INTERVAL);
@@ -959,6 +959,13 @@ Test(dispatcher, adjacent_ready_segments_cover) {
     ql_decision_t d = decision_of(&model);
     cr_assert_eq(d.state, QL_CYCLE_COVERED, "%s", ql_cycle_state_name(d.state));
     cr_assert_eq(d.n_related, 2);
+    cr_assert(ql_id_eq(&d.related[0], &a.segment), "the segment the covering starts with first");
+    /* From the cycle cache: that segment alone. */
+    scan();
+    d = decision_of(&model);
+    cr_assert(d.from_cache);
+    cr_assert_eq(d.n_related, 1);
+    cr_assert(ql_id_eq(&d.related[0], &a.segment));
 }
 
 Test(dispatcher, disjoint_build_does_not_block) {
@@ -1194,7 +1201,7 @@ Test(dispatcher, race_manual_build_first) {
     cr_assert_eq(ql_writer_submit(writer, ql_submit_fn, &man.op, manual_done), 0);
     int done = 0;
     cr_assert_eq(ql_dispatcher_scan(disp, count_cb, &done), 0);
-    cr_assert_eq(ql_writer_flush(writer), 2);
+    cr_assert_eq(ql_writer_flush(writer), 3); /* and the decision write */
     cr_assert_eq(done, 1);
     cr_assert(man.answered);
     cr_assert_eq(man.status, 0, "%s", man.msg);
@@ -1217,7 +1224,7 @@ Test(dispatcher, race_dispatcher_first) {
     cr_assert_eq(ql_dispatcher_scan(disp, count_cb, &done), 0);
     manual_t man = {.op = manual_op(&model, T0, T1)};
     cr_assert_eq(ql_writer_submit(writer, ql_submit_fn, &man.op, manual_done), 0);
-    cr_assert_eq(ql_writer_flush(writer), 2);
+    cr_assert_eq(ql_writer_flush(writer), 3); /* and the decision write */
     cr_assert_eq(done, 1);
     EXPECT_STATE(&model, QL_CYCLE_SUBMITTED);
     cr_assert(man.answered);
@@ -1266,4 +1273,120 @@ Test(dispatcher, race_on_the_threaded_writer) {
         cr_assert_str_eq(j->jobs[0].submitter, disp_won ? "System" : "ADMIN");
         finish_job(&j->jobs[0].id, QL_SUCCEED, false);
     }
+}
+
+/* ---- the decisions kept in the store ---- */
+
+/* What a standby, a query server or a restarted server reads: the stored decision. */
+static int load_stored(const ql_id_t *m, ql_decision_t *out) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    int rc = ql_dispatch_decision_load(t, m, out);
+    ql_txn_abort(t);
+    return rc;
+}
+
+static uint64_t decisions_written(void) {
+    ql_dispatcher_stats_t st;
+    ql_dispatcher_get_stats(disp, &st);
+    return st.decisions_written;
+}
+
+Test(dispatcher, decisions_are_kept_in_the_store_when_they_change) {
+    make_default();
+    ql_decision_t s = {0};
+    cr_assert_eq(load_stored(&model, &s), QL_ENOTFOUND);
+    scan();
+    ql_decision_t d = decision_of(&model);
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_eq(s.state, QL_CYCLE_SUBMITTED, "%s", ql_cycle_state_name(s.state));
+    cr_assert(ql_id_eq(&s.model, &model));
+    cr_assert(ql_id_eq(&s.job, &d.job));
+    cr_assert_eq(s.n_related, 1);
+    cr_assert(ql_id_eq(&s.related[0], &d.related[0]));
+    cr_assert_eq(s.occurrence, OCC);
+    cr_assert_eq(s.target_start, T0);
+    cr_assert_eq(s.target_end, T1);
+    cr_assert_eq(s.evaluated_at, NOW0);
+    cr_assert_eq(decisions_written(), 1);
+    ql_id_t job = d.job, seg = d.related[0];
+
+    /* IN_PROGRESS is a change, and it says why. */
+    ql_vclock_skip(clk, 1000);
+    scan();
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_eq(s.state, QL_CYCLE_IN_PROGRESS, "%s", ql_cycle_state_name(s.state));
+    cr_assert(strstr(s.message, "is being built"), "%s", s.message);
+    cr_assert(ql_id_eq(&s.related[0], &seg));
+    cr_assert(ql_id_is_zero(&s.job));
+    cr_assert_eq(decisions_written(), 2);
+
+    /* The same decision again: not a single commit. */
+    ql_store_set_commit_hook(store, commit_hook, NULL);
+    commits = 0;
+    ql_vclock_skip(clk, 1000);
+    scan();
+    scan();
+    ql_store_set_commit_hook(store, NULL, NULL);
+    cr_assert_eq(commits, 0);
+    cr_assert_eq(decisions_written(), 2);
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_eq(s.evaluated_at, NOW0 + 1000, "the time the decision was reached");
+
+    /* COVERED names its segment, from the store and then from the cycle cache. */
+    finish_job(&job, QL_SUCCEED, false);
+    scan();
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_eq(s.state, QL_CYCLE_COVERED, "%s", ql_cycle_state_name(s.state));
+    cr_assert(ql_id_eq(&s.related[0], &seg));
+    cr_assert_eq(decisions_written(), 3);
+    scan();
+    d = decision_of(&model);
+    cr_assert(d.from_cache);
+    cr_assert_eq(d.n_related, 1);
+    cr_assert(ql_id_eq(&d.related[0], &seg), "a cached COVERED still names its segment");
+    cr_assert_eq(decisions_written(), 3, "served from the cache: nothing changed");
+}
+
+Test(dispatcher, partial_overlap_says_which_segment) {
+    make_default();
+    ql_submit_op_t op = manual_build(&model, T0, T0 + DAY / 2);
+    finish_job(&op.job, QL_SUCCEED, false);
+    scan();
+    ql_decision_t d = decision_of(&model), s = {0};
+    cr_assert_eq(d.state, QL_CYCLE_PARTIAL_OVERLAP, "%s", ql_cycle_state_name(d.state));
+    char id[QL_ID_STR_LEN + 1];
+    ql_id_format(&op.segment, id);
+    cr_assert(strstr(d.message, id) && strstr(d.message, "without covering"), "%s", d.message);
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_str_eq(s.message, d.message);
+}
+
+static int raise_fn(ql_txn_t *t, void *arg, ql_err_t *err) {
+    (void)err;
+    return ql_fence_raise(t, arg);
+}
+
+/* A master that lost the lock (another holding raised the epoch since) writes no decision. */
+Test(dispatcher, a_fenced_master_keeps_no_decision) {
+    uint64_t first, second;
+    write_txn(raise_fn, &first);
+    write_txn(raise_fn, &second);
+    ql_dispatcher_opts_t o = default_opts();
+    o.fence = first;
+    make(&o);
+    size_t from = n_lines;
+    scan();
+    EXPECT_STATE(&model, QL_CYCLE_RETRYABLE_FAILURE);
+    ql_decision_t s = {0};
+    cr_assert_eq(load_stored(&model, &s), QL_ENOTFOUND);
+    cr_assert_eq(decisions_written(), 0);
+    cr_assert_eq(count_lines(from, QL_LOG_WARN, "cannot keep decisions", NULL), 1);
+    /* With the current token it is written. */
+    ql_dispatcher_free(disp);
+    o.fence = second;
+    make(&o);
+    scan();
+    cr_assert_eq(load_stored(&model, &s), 0);
+    cr_assert_eq(s.state, QL_CYCLE_SUBMITTED, "%s", ql_cycle_state_name(s.state));
 }

@@ -3,7 +3,7 @@
  * Wake-ups). Two stores opened on one schema stand for two servers: what one commits, the
  * other hears on its change session; what is rolled back, nobody hears; another schema hears
  * nothing; a lost session is replaced and its first drain says "anything may have changed".
- * LMDB has no change session.
+ * The LMDB store's change session has its own tests (test_lmdb_changes.c).
  *
  * Silence cannot be waited for, so every "nothing was heard" is checked against a marker job
  * committed afterwards: notifications arrive in commit order, so once the marker is heard,
@@ -126,22 +126,6 @@ static void make_project(ql_store_t *s) {
 
 /* ---- cases ---- */
 
-Test(pg_changes, lmdb_has_no_change_session) {
-    char d[256];
-    ql_test_tmpdir(d, sizeof d, "ql_pg_changes_lmdb");
-    ql_store_opts_t o = {.path = d};
-    ql_store_t *s;
-    ql_err_t err = {0};
-    cr_assert_eq(ql_store_open(&o, &s, &err), 0, "%s", err.msg);
-    cr_assert_eq(ql_store_changes_fd(s), -1);
-    cr_assert_eq(ql_store_changes_listen(s, &err), UV_ENOTSUP);
-    cr_assert_eq(ql_store_changes_fd(s), -1);
-    heard_t h = {0};
-    cr_assert_eq(ql_store_changes_drain(s, on_change, &h), 0);
-    cr_assert_eq(h.n + h.anything, 0);
-    ql_store_close(s);
-}
-
 Test(pg_changes, a_committed_ready_job_is_heard_by_another_store) {
     ql_store_t *w = open_in(dir, sizeof dir);
     make_project(w);
@@ -196,7 +180,7 @@ Test(pg_changes, a_rolled_back_change_is_never_heard) {
     ql_store_close(w);
 }
 
-/* Which puts wake: the rule of pg_changes_wakes, through the store. */
+/* Which puts wake: the rule of store_change_wakes, through the store. */
 Test(pg_changes, only_new_ready_jobs_and_moves_to_ready_paused_discarded_are_heard) {
     ql_store_t *w = open_in(dir, sizeof dir);
     make_project(w);

@@ -1195,6 +1195,7 @@ Test(cli, real_server_session, .init = server_start, .fini = server_stop, .timeo
     RUN(&r, "auto-build", "status", "-p", "demo", "orders");
     EXPECT_EXIT(&r, 0);
     EXPECT_IN(r.out, "COVERED");
+    EXPECT_IN(r.out, "dispatcher"); /* the source: this server's own dispatcher decided */
     run_free(&r);
 
     free(job);

@@ -49,7 +49,7 @@ typedef enum ql_config_type {
     QL_CONFIG_ENUM,     /* exactly one of `allowed` */
     QL_CONFIG_LIST,     /* comma list; each item one of `allowed` when given */
     QL_CONFIG_ADDRESS,  /* HOST:PORT; HOST an IPv4 address, [IPv6] or a host name */
-    QL_CONFIG_PATH,     /* a file or directory path, relative to qilind's working directory */
+    QL_CONFIG_PATH,     /* a file or directory path; in a file, relative to that file's folder */
     QL_CONFIG_TIMEZONE, /* an IANA zone name the system's tz database has; empty = UTC */
     QL_CONFIG_USERS,    /* the user list, see above */
 } ql_config_type_t;
@@ -111,6 +111,9 @@ void ql_config_free(ql_config_t *cfg);
  * key, bad value) return QL_EINVAL with "path:line: reason" in err; an unreadable file returns
  * the negative errno, a file over QL_YAML_MAX_INPUT QL_ETOOBIG. Values applied before the error
  * stay applied: a failed load means the server must not start, not a partial retry.
+ * A relative value of a path key is resolved against the file's folder and stored absolute;
+ * when nothing exists there but the value names something that exists relative to the working
+ * directory, the value is kept as written (files written before this rule).
  */
 int ql_config_load_file(ql_config_t *cfg, const char *path, ql_err_t *err);
 

@@ -152,6 +152,14 @@ void ql_dispatcher_reset(ql_dispatcher_t *d);
 /* The latest decision for model; QL_ENOTFOUND when it was never evaluated. */
 int ql_dispatcher_decision(const ql_dispatcher_t *d, const ql_id_t *model, ql_decision_t *out);
 
+/* The decision the master last wrote to the store for model (the dispatcher writes each
+ * decision that changed at the end of its scan, under its fencing token): what a standby, a
+ * query server or a restarted server answers before a dispatcher of its own has evaluated the
+ * model. Fills every field but project and model_name, which keep out's values; evaluated_at is
+ * when the master reached this decision. QL_ENOTFOUND when none was written, QL_ECORRUPT when
+ * the stored text is not a decision. txn is any transaction. */
+int ql_dispatch_decision_load(ql_txn_t *txn, const ql_id_t *model, ql_decision_t *out);
+
 typedef struct ql_dispatcher_stats {
     uint64_t scans;
     uint64_t submitted;
@@ -160,6 +168,7 @@ typedef struct ql_dispatcher_stats {
     int64_t last_scan_us;                  /* the same in microseconds */
     uint64_t states[QL_CYCLE_STATE_COUNT]; /* decisions of the last scan by state */
     size_t cache_entries;
+    uint64_t decisions_written; /* decisions written to the store (only changed ones are) */
 } ql_dispatcher_stats_t;
 void ql_dispatcher_get_stats(const ql_dispatcher_t *d, ql_dispatcher_stats_t *out);
 

@@ -205,29 +205,31 @@ int ql_store_lock_set_address(ql_store_lock_t *lock, const char *address);
 /* Releases, closes the session and frees the lock. NULL is fine. */
 void ql_store_lock_close(ql_store_lock_t *lock);
 
-/* ---- changes made by other servers (docs/postgresql.md, Wake-ups) ----
+/* ---- changes made by other servers (docs/architecture.md and docs/postgresql.md, Wake-ups) ----
  *
  * Several servers may share a PostgreSQL store. Every committed write that creates a READY job
  * or moves a job to READY, PAUSED or DISCARDED (a submission, a job action) notifies the other
  * users of the schema: its commit sends one NOTIFY naming the jobs, which PostgreSQL delivers
  * only when the transaction commits, in commit order. A server hears them on a session of its
  * own (LISTEN) whose socket it watches, so the master starts a build submitted elsewhere, and
- * stops a step paused elsewhere, without waiting for its next poll. LMDB has no such channel
- * (its writers are processes of one host, which the poll serves as before): listening there is
- * UV_ENOTSUP and there is no socket.
+ * stops a step paused elsewhere, without waiting for its next poll. On LMDB (whose writers are
+ * processes of one host) the same commits send one unix datagram naming the jobs to every
+ * listener's socket in the data directory's wake/ folder, after the commit; a server's change
+ * session is its own socket there (store_lmdb_changes.c). A read-only LMDB store cannot
+ * listen: UV_ENOTSUP, and there is no socket.
  *
  * Threads: the three calls use the change session, which belongs to one thread at a time (the
  * loop thread of a server); they run beside transactions on other threads. The session is
  * closed with the store. */
 
 /* Opens the change session (a connection of its own, LISTEN on the schema's channel), first
- * closing a broken one: 0; UV_ENOTSUP on LMDB; QL_EUNAVAILABLE when PostgreSQL cannot be
- * reached (err says why; try again later, with backoff). After a session was lost, the next
- * drain of the new one first reports "anything may have changed" (job NULL): what was sent
+ * closing a broken one: 0; UV_ENOTSUP on a read-only LMDB store; QL_EUNAVAILABLE when PostgreSQL
+ * cannot be reached (err says why; try again later, with backoff). After a session was lost, the
+ * next drain of the new one first reports "anything may have changed" (job NULL): what was sent
  * while nobody listened is gone. Blocks for the connection's round trips. */
 int ql_store_changes_listen(ql_store_t *store, ql_err_t *err);
 /* The descriptor to watch for readability (uv_poll) while listening: a duplicate of the change
- * session's socket, owned by the store; -1 without a session (LMDB, never opened). It stays open
+ * session's socket, owned by the store; -1 without a session (never opened). It stays open
  * until the next ql_store_changes_listen or the store's close, also once a drain found the
  * session broken (libpq's own socket is closed then): stop watching it before either. */
 int ql_store_changes_fd(ql_store_t *store);
@@ -237,7 +239,7 @@ int ql_store_changes_fd(ql_store_t *store);
 typedef void (*ql_store_change_cb)(void *arg, const ql_id_t *job);
 /* Reads what arrived on the change session without blocking and reports it through cb: 0;
  * QL_EUNAVAILABLE when the session is broken (or there is none): stop watching its socket and
- * call ql_store_changes_listen again later. On LMDB 0, reporting nothing. */
+ * call ql_store_changes_listen again later. */
 int ql_store_changes_drain(ql_store_t *store, ql_store_change_cb cb, void *arg);
 
 /* ---- the servers that share a store (docs/postgresql.md, Servers of a store) ----

@@ -1,19 +1,21 @@
 /*
- * Wake-ups across servers on PostgreSQL (docs/postgresql.md, Wake-ups), with the real qilind:
- * two servers on one schema, one master and one standby; every request goes to the standby.
- * The master's fetcher polls every kylin.job.scheduler.poll-interval-second, left at its 30 s
- * default, so anything it does well within that is the store's notification at work:
+ * Wake-ups across servers (docs/architecture.md, Wake-ups across servers), with the real
+ * qilind: two servers on one store, one master and one standby; every request goes to the
+ * standby. On LMDB (the plain run) the committing process's datagram to the wake/ sockets of the
+ * data directory wakes the master; on PostgreSQL (the @pg run, docs/postgresql.md, Wake-ups) the
+ * commit's NOTIFY. The master's fetcher polls every kylin.job.scheduler.poll-interval-second,
+ * left at its 30 s default, so anything it does well within that is the wake-up at work:
  *   - a build POSTed to the standby starts on the master at once: the latency from the POST's
  *     answer to the job's exec_start_time, over SERIAL_BUILDS builds one after the other,
- *     is reported (median, p99) and its median bounded;
+ *     is reported (median, p99) and its median bounded (100 ms on LMDB, 1 s on PostgreSQL);
  *   - a PAUSE sent to the standby stops the master's running step (a long sleep): its process
  *     is gone well within the poll interval; a RESUME sent there starts it again at once;
- *   - change sessions ended by the database are reopened, and wake as before.
+ *   - on PostgreSQL, change sessions ended by the database are reopened, and wake as before.
  *
- * One master and one other server: today both servers share one data directory, whose job
- * engine lock file makes the first one the master; nothing here depends on where that lock
- * lives. Each server's pid and role is recorded, and each step writes the pid of the server
- * that runs it ($PPID, as qilin-exec execs the step), which must be the master's.
+ * One master and one other server: both servers share one data directory, whose job engine
+ * lock file makes the first one the master. Each server's pid and role is recorded, and each
+ * step writes the pid of the server that runs it ($PPID, as qilin-exec execs the step), which
+ * must be the master's.
  */
 #include "rest_util.h"
 
@@ -54,7 +56,6 @@ static int64_t wall_ms(void) {
 /* Starts the master, then the standby on the same data directory and schema; both use the
  * master's templates (in its temporary directory, where the steps run). */
 static void start_pair(void) {
-    ql_test_require_backend("pg");
     qd_init(&master);
     qd_init(&standby);
     snprintf(standby.data, sizeof standby.data, "%s", master.data);
@@ -70,7 +71,7 @@ static void start_pair(void) {
     wait_log(&master, "scheduling: holding the job engine lock", START_DEADLINE_MS);
     qd_start(&standby, extra);
     wait_log(&standby, "standby: the job engine lock is held by", START_DEADLINE_MS);
-    fprintf(stderr, "pg_wakeups: master pid=%d port=%d, standby pid=%d port=%d (started %lld ms)\n",
+    fprintf(stderr, "wakeups: master pid=%d port=%d, standby pid=%d port=%d (started %lld ms)\n",
             (int)master.pid, master.port, (int)standby.pid, standby.port,
             (long long)(wall_ms() - t0));
     cr_assert_not(file_contains(master.log, "change session is down"), "master: no change session");
@@ -79,7 +80,7 @@ static void start_pair(void) {
 static void stop_pair(void) {
     qd_stop_ok(&standby, 20000);
     qd_stop_ok(&master, 20000);
-    fprintf(stderr, "pg_wakeups: both servers stopped cleanly at %lld\n", (long long)wall_ms());
+    fprintf(stderr, "wakeups: both servers stopped cleanly at %lld\n", (long long)wall_ms());
     qd_cleanup(&standby);
     qd_cleanup(&master);
 }
@@ -118,7 +119,7 @@ static int runs_by_master(void) {
     return n;
 }
 
-Test(pg_wakeups, a_build_posted_to_the_standby_starts_on_the_master_at_once, .timeout = 300) {
+Test(wakeups, a_build_posted_to_the_standby_starts_on_the_master_at_once, .timeout = 300) {
     start_pair();
     make_model(&standby, "p", "m", NULL);
     static int64_t lat[SERIAL_BUILDS];
@@ -139,11 +140,13 @@ Test(pg_wakeups, a_build_posted_to_the_standby_starts_on_the_master_at_once, .ti
     qsort(lat, SERIAL_BUILDS, sizeof lat[0], cmp_i64);
     int64_t median = lat[SERIAL_BUILDS / 2], p99 = lat[(SERIAL_BUILDS * 99) / 100 - 1];
     fprintf(stderr,
-            "pg_wakeups: %d builds POSTed to the standby, from the answer to exec_start_time on "
+            "wakeups: %d builds POSTed to the standby, from the answer to exec_start_time on "
             "the master: min %lld ms, median %lld ms, p99 %lld ms, max %lld ms\n",
             SERIAL_BUILDS, (long long)lat[0], (long long)median, (long long)p99,
             (long long)lat[SERIAL_BUILDS - 1]);
-    cr_assert_lt(median, 1000, "median %lld ms", (long long)median);
+    const char *pg = getenv("QL_TEST_STORE");
+    int64_t bound = pg && !strcmp(pg, "pg") ? 1000 : 100;
+    cr_assert_lt(median, bound, "median %lld ms", (long long)median);
     /* Every build ran, each on the master (the last ones may still be finishing). */
     int64_t deadline = now_ms() + START_DEADLINE_MS;
     int n;
@@ -184,7 +187,7 @@ static void job_action(const char *id, const char *action) {
     json_decref(api_ok(&standby, "PUT", "/kylin/api/jobs/status", body));
 }
 
-Test(pg_wakeups, a_pause_sent_to_the_standby_stops_the_masters_step_at_once, .timeout = 120) {
+Test(wakeups, a_pause_sent_to_the_standby_stops_the_masters_step_at_once, .timeout = 120) {
     start_pair();
     make_model(&standby, "p", "m", "long");
     char id[64];
@@ -207,7 +210,7 @@ Test(pg_wakeups, a_pause_sent_to_the_standby_stops_the_masters_step_at_once, .ti
     }
     int64_t stopped_ms = now_ms() - answered;
     fprintf(stderr,
-            "pg_wakeups: PAUSE answered by the standby; the master's step process %d was gone "
+            "wakeups: PAUSE answered by the standby; the master's step process %d was gone "
             "%lld ms later (the poll interval is %d s)\n",
             pid, (long long)stopped_ms, POLL_S);
     cr_assert_lt(stopped_ms, 5000);
@@ -218,7 +221,7 @@ Test(pg_wakeups, a_pause_sent_to_the_standby_stops_the_masters_step_at_once, .ti
     job_action(id, "RESUME");
     int64_t resumed = now_ms();
     wait_job_state(&standby, "p", id, "SUCCEED", 10000);
-    fprintf(stderr, "pg_wakeups: RESUME through the standby: SUCCEED %lld ms after its answer\n",
+    fprintf(stderr, "wakeups: RESUME through the standby: SUCCEED %lld ms after its answer\n",
             (long long)(now_ms() - resumed));
     cr_assert_eq(runs_by_master(), 1);
     stop_pair();
@@ -247,7 +250,8 @@ static int kill_change_sessions(void) {
     return n;
 }
 
-Test(pg_wakeups, a_lost_change_session_is_reopened_and_wakes_again, .timeout = 120) {
+Test(wakeups, a_lost_change_session_is_reopened_and_wakes_again, .timeout = 120) {
+    ql_test_require_backend("pg");
     start_pair();
     make_model(&standby, "p", "m", NULL);
     cr_assert_eq(kill_change_sessions(), 2, "one change session per server");
@@ -265,7 +269,7 @@ Test(pg_wakeups, a_lost_change_session_is_reopened_and_wakes_again, .timeout = 1
                      START_DEADLINE_MS);
         poll_pause();
     }
-    fprintf(stderr, "pg_wakeups: after a reopened change session a build started within %lld ms\n",
+    fprintf(stderr, "wakeups: after a reopened change session a build started within %lld ms\n",
             (long long)(now_ms() - answered));
     stop_pair();
 }
