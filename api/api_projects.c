@@ -12,7 +12,7 @@ typedef struct project_op {
     char name[QL_NAME_MAX + 1];
     ql_project_t project;       /* create: the new project; updates: the result */
     ql_api_config_req_t config; /* PUT config */
-    bool enabled;               /* PUT segment_config */
+    bool has_enabled, enabled;  /* PUT segment_config */
 } project_op_t;
 
 static void op_free(project_op_t *op) {
@@ -152,7 +152,10 @@ static int segcfg_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     int rc = load_project(txn, op, err);
     if (rc)
         return rc;
-    op->project.auto_segment_build_enabled = op->enabled;
+    /* Kylin's own fields of the body were checked and are ignored (ql_api_project_segcfg_req_t):
+     * without Qilin's flag the request changes nothing but still needs the project. */
+    if (op->has_enabled)
+        op->project.auto_segment_build_enabled = op->enabled;
     return store_project(txn, op, err);
 }
 
@@ -200,6 +203,7 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
     project_op_t *op = path_op(api, req);
     if (!op)
         return;
+    op->has_enabled = r.has_enabled;
     op->enabled = r.enabled;
     if (!ql_api_submit(api, req, segcfg_fn, op, empty_done))
         op_free(op);

@@ -173,7 +173,48 @@ int64_t ql_api_job_duration(const ql_job_t *j, int64_t now) {
     return duration(j->start_time, j->end_time, j->state == QL_RUNNING, j->modify_time, now);
 }
 
-void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
+typedef struct steps_walk {
+    ql_api_job_steps_t *out;
+    int64_t ref; /* when the job could have gone on: its creation, then each step's end */
+} steps_walk_t;
+
+static int steps_cb(const ql_step_t *s, void *arg) {
+    steps_walk_t *sw = arg;
+    if (s->state == QL_SUCCEED || s->state == QL_WARNING || s->state == QL_SKIP)
+        sw->out->done++;
+    if (s->start_time > 0) {
+        if (s->start_time > sw->ref)
+            sw->out->wait += s->start_time - sw->ref;
+        sw->ref = s->end_time > 0 ? s->end_time : INT64_MAX;
+    }
+    return 0;
+}
+
+int ql_api_job_steps(ql_txn_t *txn, const ql_job_t *j, int64_t now, ql_api_job_steps_t *out) {
+    memset(out, 0, sizeof *out);
+    steps_walk_t sw = {.out = out, .ref = j->create_time};
+    int rc = ql_step_foreach(txn, &j->id, steps_cb, &sw);
+    /* Still waiting for its next step (Kylin counts the wait as it goes). */
+    if (!rc && (j->state == QL_READY || j->state == QL_PENDING) && sw.ref != INT64_MAX &&
+        now > sw.ref)
+        out->wait += now - sw.ref;
+    return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
+/* Kylin's step_ratio: the share of steps done, 0.99 while a job whose steps are all done has
+ * not succeeded; written with two decimals. */
+static void step_ratio(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st) {
+    uint32_t pct = j->n_steps ? (uint32_t)((uint64_t)st->done * 100 / j->n_steps) : 0;
+    if (pct >= 100 && j->state != QL_SUCCEED)
+        pct = 99;
+    if (pct > 100)
+        pct = 100;
+    char buf[16];
+    int n = snprintf(buf, sizeof buf, "%u.%02u", pct / 100, pct % 100);
+    ql_api_jw_raw(w, buf, (size_t)n);
+}
+
+void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st, int64_t now) {
     ql_api_jw_open(w, '{');
     K(w, "id");
     ql_api_jw_id(w, &j->id);
@@ -210,10 +251,33 @@ void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
     ql_api_jw_int(w, j->start_time);
     K(w, "exec_end_time");
     ql_api_jw_int(w, j->end_time);
+    int64_t dur = ql_api_job_duration(j, now);
     K(w, "duration");
-    ql_api_jw_int(w, ql_api_job_duration(j, now));
+    ql_api_jw_int(w, dur);
+    K(w, "wait_time");
+    ql_api_jw_int(w, st->wait);
+    K(w, "total_duration");
+    ql_api_jw_int(w, st->wait + dur);
+    K(w, "step_ratio");
+    step_ratio(w, j, st);
     K(w, "steps_count");
     ql_api_jw_int(w, j->n_steps);
+    K(w, "related_segment");
+    if (ql_id_is_zero(&j->segment))
+        ql_api_jw_strn(w, "", 0);
+    else
+        ql_api_jw_id(w, &j->segment);
+    K(w, "yarn_queue");
+    if (j->yarn_queue[0])
+        ql_api_jw_str(w, j->yarn_queue);
+    else
+        ql_api_jw_null(w);
+    /* The tag is stored as the JSON text the client sent (ql_job_t.tag). */
+    K(w, "tag");
+    if (j->tag[0])
+        ql_api_jw_raw(w, j->tag, strlen(j->tag));
+    else
+        ql_api_jw_null(w);
     ql_api_jw_close(w, '}');
 }
 

@@ -90,6 +90,8 @@ static void h_build(ql_http_req_t *req, void *arg) {
             .start = r.start,
             .end = r.end,
             .priority = r.priority,
+            .yarn_queue = r.x.yarn_queue,
+            .tag = r.x.tag,
         };
         submit(api, &sr, op);
     }
@@ -97,6 +99,51 @@ static void h_build(ql_http_req_t *req, void *arg) {
 }
 
 /* ---- PUT /models/{model}/segments ---- */
+
+typedef struct names_t {
+    ql_api_ids_req_t *r;
+    char name[64];
+} names_t;
+
+static int name_cb(const ql_segment_t *s, void *arg) {
+    names_t *nm = arg;
+    ql_api_segment_name(s->start, s->end, nm->name, sizeof nm->name);
+    for (size_t i = 0; i < nm->r->n_names; i++)
+        if (strcmp(nm->r->names[i], nm->name) == 0) {
+            nm->r->ids[i] = s->id;
+            break;
+        }
+    return 0;
+}
+
+/* Kylin's names (ql_api_segment_name) to the ids of the model's segments, in r->ids: every
+ * name must name a segment of the model (QL_ENOTFOUND naming the first that does not). */
+static int resolve_names(ql_api_t *api, ql_http_req_t *req, ql_api_ids_req_t *r, ql_err_t *err) {
+    if (!(r->ids = calloc(r->n_names, sizeof *r->ids)))
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    ql_txn_t *txn;
+    int rc = ql_txn_begin(ql_node_store(api->node), false, &txn);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the store: %s", ql_strerror(rc));
+    ql_model_t m;
+    rc = ql_api_get_model(txn, r->project, ql_http_req_param(req, "model"), 0, &m, err);
+    if (!rc) {
+        names_t nm = {.r = r};
+        if ((rc = ql_segment_foreach(txn, &m.id, name_cb, &nm)))
+            ql_err_set(err, rc, "cannot list the segments: %s", ql_strerror(rc));
+        for (size_t i = 0; !rc && i < r->n_names; i++)
+            if (ql_id_is_zero(&r->ids[i]))
+                rc = ql_err_set(err, QL_ENOTFOUND,
+                                "names[%zu]: segment '%.64s' not found in "
+                                "model '%s'",
+                                i, r->names[i], m.name);
+        ql_model_free(&m);
+    }
+    ql_txn_abort(txn);
+    if (!rc)
+        r->n = r->n_names;
+    return rc;
+}
 
 static void h_merge_refresh(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
@@ -107,6 +154,8 @@ static void h_merge_refresh(ql_http_req_t *req, void *arg) {
     ql_api_ids_req_t r;
     ql_err_t err = {0};
     int rc = ql_api_parse_segments_put(body, len, &r, &err);
+    if (!rc && r.n_names)
+        rc = resolve_names(api, req, &r, &err);
     if (rc) {
         ql_api_ids_req_free(&r);
         ql_api_fail_err(req, rc, &err);
@@ -121,7 +170,9 @@ static void h_merge_refresh(ql_http_req_t *req, void *arg) {
             .model = ql_http_req_param(req, "model"),
             .ids = r.ids,
             .n_ids = r.n,
-            .priority = QL_PRIORITY_DEFAULT,
+            .priority = r.x.priority,
+            .yarn_queue = r.x.yarn_queue,
+            .tag = r.x.tag,
         };
         submit(api, &sr, op);
     }
