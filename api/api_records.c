@@ -260,8 +260,27 @@ void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *
     ql_api_jw_int(w, st->wait + dur);
     K(w, "step_ratio");
     step_ratio(w, j, st);
+    /* Kylin's progress: the percentage of steps finished (one decimal). */
+    K(w, "progress");
+    {
+        uint32_t tenths = j->n_steps ? (uint32_t)((uint64_t)st->done * 1000 / j->n_steps) : 0;
+        char buf[16];
+        int n = snprintf(buf, sizeof buf, "%u.%u", tenths / 10, tenths % 10);
+        ql_api_jw_raw(w, buf, (size_t)n);
+    }
     K(w, "steps_count");
     ql_api_jw_int(w, j->n_steps);
+    /* Kylin's flags that are constant here: a discard always leaves the model consistent (its
+     * NEW segment goes, the sources stay), the subject is never shown as an error, steps run
+     * in a chain, and no job is a snapshot job. */
+    K(w, "discard_safety");
+    ql_api_jw_bool(w, true);
+    K(w, "target_subject_error");
+    ql_api_jw_bool(w, false);
+    K(w, "job_scheduler_mode");
+    ql_api_jw_strn(w, "CHAIN", 5);
+    K(w, "snapshot_data_range");
+    ql_api_jw_null(w);
     K(w, "related_segment");
     if (ql_id_is_zero(&j->segment))
         ql_api_jw_strn(w, "", 0);
