@@ -148,7 +148,6 @@ static int push_rec(list_t *l, const ql_job_t *j) {
         r->s = strdup(j->project);
         break;
     case SORT_TOTAL: {
-        /* Reads the job's steps: only this sort pays for it. */
         ql_api_job_steps_t st;
         int rc = ql_api_job_steps(l->txn, j, l->now, &st);
         if (rc)

@@ -173,32 +173,45 @@ int64_t ql_api_job_duration(const ql_job_t *j, int64_t now) {
     return duration(j->start_time, j->end_time, j->state == QL_RUNNING, j->modify_time, now);
 }
 
-typedef struct steps_walk {
-    ql_api_job_steps_t *out;
-    int64_t ref; /* when the job could have gone on: its creation, then each step's end */
-} steps_walk_t;
-
 static int steps_cb(const ql_step_t *s, void *arg) {
-    steps_walk_t *sw = arg;
+    uint32_t *done = arg;
     if (s->state == QL_SUCCEED || s->state == QL_WARNING || s->state == QL_SKIP)
-        sw->out->done++;
-    if (s->start_time > 0) {
-        if (s->start_time > sw->ref)
-            sw->out->wait += s->start_time - sw->ref;
-        sw->ref = s->end_time > 0 ? s->end_time : INT64_MAX;
-    }
+        (*done)++;
     return 0;
 }
 
 int ql_api_job_steps(ql_txn_t *txn, const ql_job_t *j, int64_t now, ql_api_job_steps_t *out) {
     memset(out, 0, sizeof *out);
-    steps_walk_t sw = {.out = out, .ref = j->create_time};
-    int rc = ql_step_foreach(txn, &j->id, steps_cb, &sw);
-    /* Still waiting for its next step (Kylin counts the wait as it goes). */
-    if (!rc && (j->state == QL_READY || j->state == QL_PENDING) && sw.ref != INT64_MAX &&
-        now > sw.ref)
-        out->wait += now - sw.ref;
+    /* The wait before the first step started, from the record alone: to that start, to now
+     * while the job waits to start, else to the job's last change (ended or stopped first). */
+    int64_t until = j->start_time > 0                                  ? j->start_time
+                    : (j->state == QL_READY || j->state == QL_PENDING) ? now
+                                                                       : j->modify_time;
+    out->wait = until > j->create_time ? until - j->create_time : 0;
+    /* Steps are read only when the record cannot tell: a succeeded job did all of them, one
+     * that never started none. A page of finished jobs (the usual list) reads no step. */
+    if (j->state == QL_SUCCEED) {
+        out->done = j->n_steps;
+        return 0;
+    }
+    if (j->start_time <= 0)
+        return 0;
+    int rc = ql_step_foreach(txn, &j->id, steps_cb, &out->done);
     return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
+/* A fixed-point number v / 10^decimals (v >= 0, decimals 1 or 2) without printf: these are
+ * written for every job of a list. */
+static void jw_fixed(ql_api_jw_t *w, uint32_t v, int decimals) {
+    char buf[16];
+    int i = sizeof buf;
+    for (int d = 0; d < decimals; d++, v /= 10)
+        buf[--i] = (char)('0' + v % 10);
+    buf[--i] = '.';
+    do
+        buf[--i] = (char)('0' + v % 10);
+    while ((v /= 10) && i > 0);
+    ql_api_jw_raw(w, buf + i, sizeof buf - (size_t)i);
 }
 
 /* Kylin's step_ratio: the share of steps done, 0.99 while a job whose steps are all done has
@@ -209,9 +222,7 @@ static void step_ratio(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps
         pct = 99;
     if (pct > 100)
         pct = 100;
-    char buf[16];
-    int n = snprintf(buf, sizeof buf, "%u.%02u", pct / 100, pct % 100);
-    ql_api_jw_raw(w, buf, (size_t)n);
+    jw_fixed(w, pct, 2);
 }
 
 void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st, int64_t now) {
@@ -262,12 +273,7 @@ void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *
     step_ratio(w, j, st);
     /* Kylin's progress: the percentage of steps finished (one decimal). */
     K(w, "progress");
-    {
-        uint32_t tenths = j->n_steps ? (uint32_t)((uint64_t)st->done * 1000 / j->n_steps) : 0;
-        char buf[16];
-        int n = snprintf(buf, sizeof buf, "%u.%u", tenths / 10, tenths % 10);
-        ql_api_jw_raw(w, buf, (size_t)n);
-    }
+    jw_fixed(w, j->n_steps ? (uint32_t)((uint64_t)st->done * 1000 / j->n_steps) : 0, 1);
     K(w, "steps_count");
     ql_api_jw_int(w, j->n_steps);
     /* Kylin's flags that are constant here: a discard always leaves the model consistent (its

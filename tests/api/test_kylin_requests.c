@@ -17,7 +17,8 @@
 static qd_t Q;
 
 /* INC_BUILD, INDEX_REFRESH and INDEX_MERGE print the parameters Kylin's optional fields pass
- * to steps; the "slow" set's builds wait 10 minutes (for the job action scenarios). */
+ * to steps; the "slow" set's builds wait 10 minutes (for the job action scenarios), the "fails"
+ * set's fail in their second step. */
 static const char TEMPLATES[] =
     "templates:\n"
     "  INC_BUILD:\n"
@@ -35,7 +36,10 @@ static const char TEMPLATES[] =
     "  INDEX_MERGE: {steps: [{name: merge, kind: noop}]}\n"
     "template_sets:\n"
     "  slow:\n"
-    "    INC_BUILD: {steps: [{name: wait, kind: sleep, duration: 10m}]}\n";
+    "    INC_BUILD: {steps: [{name: wait, kind: sleep, duration: 10m}]}\n"
+    "  fails:\n"
+    "    INC_BUILD: {steps: [{name: ok, kind: noop}, {name: fail, kind: shell, argv: "
+    "[/bin/false]}]}\n";
 
 typedef struct vars {
     char name[MAX_VARS][32];
