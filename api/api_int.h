@@ -394,11 +394,11 @@ void ql_api_jw_segment(ql_api_jw_t *w, const ql_segment_t *s);
 /* What a job's list item shows of its steps (Kylin's step_ratio and wait_time). */
 typedef struct ql_api_job_steps {
     uint32_t done; /* steps finished well: SUCCEED, WARNING or SKIP */
-    int64_t wait;  /* ms the job waited: before each started step (from the job's creation or
-                      the previous step's end), and since the last end while it waits to go on */
+    int64_t wait;  /* ms from the job's creation to its first step's start (to now while it
+                      waits to start) */
 } ql_api_job_steps_t;
-/* Reads j's steps in txn into out. now: for a job still waiting. Returns 0 or the store's
- * error. */
+/* Fills out for j; reads j's steps in txn only for a job that started and has not succeeded.
+ * now: for a job still waiting. Returns 0 or the store's error. */
 int ql_api_job_steps(ql_txn_t *txn, const ql_job_t *j, int64_t now, ql_api_job_steps_t *out);
 /* now: for the duration of a running job or step. st: j's steps (ql_api_job_steps). */
 void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st, int64_t now);
