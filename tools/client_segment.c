@@ -146,7 +146,9 @@ static int delete_run(ql_cli_t *cli, const ql_cli_args_t *a) {
         }
         strcat(i ? strcat(ids, ",") : ids, a->pos[i]);
     }
-    ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "project")}, {"ids", ids}};
+    /* Segments by id, or by Kylin's names (the server refuses a mix). */
+    ql_cli_kv_t q[] = {{"project", ql_cli_get(a, "project")},
+                       {is_uuid(a->pos[0]) ? "ids" : "names", ids}};
     json_t *data = NULL;
     int rc = ql_cli_call(cli, "DELETE", path, q, 2, NULL, &data);
     free(path);
@@ -226,7 +228,7 @@ static const ql_cli_cmd_t cmds[] = {
      "/models/{model}/segments,\ntype REFRESH). SEG is a segment id or its name (FULL_BUILD for "
      "a full load).",
      "  qilin segment refresh -p sales -m orders SEG1", change_opts, 1, -1, refresh_run},
-    {"delete", "--project P --model M ID...", "Delete segments",
+    {"delete", "--project P --model M SEG...", "Delete segments (by id or name)",
      "Segments being merged or refreshed cannot be deleted until that job ends\n"
      "(DELETE /models/{model}/segments).",
      "  qilin segment delete -p sales -m orders SEG1 SEG2", delete_opts, 1, -1, delete_run},

@@ -1256,7 +1256,7 @@ Test(cli, real_server_session, .init = server_start, .fini = server_stop, .timeo
 
 /* A full-load model through the CLI: its build needs no range and keeps Kylin's yarn_queue and
  * tag, which `job show` prints; a second build is refused (the overlap, exit 1); a refresh by
- * the segment's name rebuilds it. */
+ * the segment's name rebuilds it, and a delete by that name removes it. */
 Test(cli, full_build_with_kylin_fields, .init = server_start, .fini = server_stop, .timeout = 180) {
     run_t r;
     RUN(&r, "project", "create", "demo");
@@ -1296,6 +1296,13 @@ Test(cli, full_build_with_kylin_fields, .init = server_start, .fini = server_sto
     RUN(&r, "job", "list", "-p", "demo", "--json");
     EXPECT_EXIT(&r, 0);
     EXPECT_IN(r.out, "\"tag\": \"again\"");
+    run_free(&r);
+    RUN(&r, "segment", "delete", "-p", "demo", "-m", "dates", "FULL_BUILD");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "list", "-p", "demo", "-m", "dates");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.err, "no segments");
     run_free(&r);
     free(refresh);
     free(job);
