@@ -247,13 +247,6 @@ void ql_api_sb_free(ql_api_sb_t *b);
  * Strings in out are borrowed from out->root; release with json_decref(out->root) (also set
  * on failure, may be NULL). */
 
-typedef struct ql_api_project_req {
-    json_t *root;
-    const char *name;
-    const char *description; /* NULL when absent */
-} ql_api_project_req_t;
-int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err);
-
 /* PUT /projects/{p}/config: key -> value text (NULL value: remove the override). */
 #define QL_API_MAX_CONFIG_KEYS 64
 typedef struct ql_api_config_req {
@@ -262,6 +255,18 @@ typedef struct ql_api_config_req {
     const char *keys[QL_API_MAX_CONFIG_KEYS];
     char *values[QL_API_MAX_CONFIG_KEYS]; /* owned (free each); NULL removes */
 } ql_api_config_req_t;
+
+typedef struct ql_api_project_req {
+    json_t *root;
+    const char *name;
+    const char *description; /* NULL when absent */
+    /* Kylin's override_kylin_properties, checked like PUT config (config.root is NULL: the
+     * keys point into root) */
+    ql_api_config_req_t config;
+} ql_api_project_req_t;
+/* POST /projects. Release with ql_api_project_req_free (also after a failure). */
+int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err);
+void ql_api_project_req_free(ql_api_project_req_t *r);
 int ql_api_parse_config(const char *body, size_t len, ql_api_config_req_t *out, ql_err_t *err);
 void ql_api_config_req_free(ql_api_config_req_t *r);
 

@@ -61,19 +61,28 @@ static void h_create(ql_http_req_t *req, void *arg) {
         return;
     ql_api_project_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_project(body.p, body.len, &r, &err), &r.root, &err))
+    int rc = ql_api_parse_project(body.p, body.len, &r, &err);
+    if (rc) {
+        ql_api_project_req_free(&r);
+        ql_api_fail_err(req, rc, &err);
         return;
+    }
     project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
         snprintf(op->project.name, sizeof op->project.name, "%s", r.name);
-        if (r.description && !(op->project.description = strdup(r.description))) {
+        bool oom = r.description && !(op->project.description = strdup(r.description));
+        /* Kylin's override_kylin_properties are the project's first configuration. */
+        for (size_t i = 0; !oom && i < r.config.n; i++)
+            oom = r.config.values[i] &&
+                  ql_strmap_set(&op->project.config, r.config.keys[i], r.config.values[i]);
+        if (oom) {
             ql_api_fail(req, UV_ENOMEM, "out of memory");
             op_free(op);
         } else if (!ql_api_submit(api, req, create_fn, op, project_done)) {
             op_free(op);
         }
     }
-    json_decref(r.root);
+    ql_api_project_req_free(&r);
 }
 
 /* ---- GET /projects ---- */

@@ -48,9 +48,52 @@ static int parse_project_root(const char *body, size_t len, json_t **root,
     return check_project(*project, required, err);
 }
 
+/* A map of config keys to values (obj, borrowed: out's keys point into it) into out (its
+ * root untouched): at most QL_API_MAX_CONFIG_KEYS keys a project may set, values a string, an
+ * integer, a boolean or null (no value: remove the override). where names obj in messages. */
+static int parse_config_map(const json_t *obj, const char *where, ql_api_config_req_t *out,
+                            ql_err_t *err) {
+    if (json_object_size(obj) > QL_API_MAX_CONFIG_KEYS)
+        return ql_err_set(err, QL_EINVAL, "%s: more than %d config keys", where,
+                          QL_API_MAX_CONFIG_KEYS);
+    const char *key;
+    json_t *v;
+    int rc;
+    json_object_foreach((json_t *)obj, key, v) {
+        char *text = NULL;
+        if (json_is_string(v)) {
+            text = strdup(json_string_value(v));
+        } else if (json_is_integer(v)) {
+            if (asprintf(&text, "%lld", (long long)json_integer_value(v)) < 0)
+                text = NULL;
+        } else if (json_is_boolean(v)) {
+            text = strdup(json_is_true(v) ? "true" : "false");
+        } else if (json_is_null(v)) {
+            /* null removes the project's override. */
+        } else {
+            return ql_err_set(err, QL_EINVAL,
+                              "%s: config key '%.128s': expected a string, an integer, a "
+                              "boolean or null (to remove the override)",
+                              where, key);
+        }
+        if (!json_is_null(v) && !text)
+            return ql_err_set(err, UV_ENOMEM, "out of memory");
+        out->keys[out->n] = key;
+        out->values[out->n] = text;
+        out->n++;
+        if (text && (rc = ql_config_validate_project_key(key, text, err)))
+            return rc;
+        if (!text && !ql_config_find_option(key))
+            return ql_config_validate_project_key(key, "", err);
+    }
+    return 0;
+}
+
 int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err) {
-    static const ql_api_field_t fields[] = {
-        {"name", AJ_STRING, true}, {"description", AJ_STRING, false}, {NULL, 0, false}};
+    static const ql_api_field_t fields[] = {{"name", AJ_STRING, true},
+                                            {"description", AJ_STRING, false},
+                                            {"override_kylin_properties", AJ_OBJECT, false},
+                                            {NULL, 0, false}};
     memset(out, 0, sizeof *out);
     int rc = parse_root(body, len, &out->root, fields, err);
     if (rc)
@@ -61,7 +104,18 @@ int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out
         return rc;
     if (out->description && strlen(out->description) > 4096)
         return ql_err_set(err, QL_EINVAL, "description: longer than 4096 characters");
+    /* Kylin's project properties: the keys a project may set, checked as PUT config checks
+     * them (a null value sets nothing on a new project). */
+    const json_t *props = json_object_get(out->root, "override_kylin_properties");
+    if (props && !json_is_null(props))
+        return parse_config_map(props, "override_kylin_properties", &out->config, err);
     return 0;
+}
+
+void ql_api_project_req_free(ql_api_project_req_t *r) {
+    ql_api_config_req_free(&r->config);
+    json_decref(r->root);
+    memset(r, 0, sizeof *r);
 }
 
 void ql_api_config_req_free(ql_api_config_req_t *r) {
@@ -80,39 +134,7 @@ int ql_api_parse_config(const char *body, size_t len, ql_api_config_req_t *out, 
         return ql_err_set(err, QL_EINVAL,
                           "request body: expected a map of config keys to values, e.g. "
                           "{\"kylin.web.timezone\":\"Asia/Shanghai\"}");
-    if (json_object_size(out->root) > QL_API_MAX_CONFIG_KEYS)
-        return ql_err_set(err, QL_EINVAL, "request body: more than %d config keys",
-                          QL_API_MAX_CONFIG_KEYS);
-    const char *key;
-    json_t *v;
-    json_object_foreach(out->root, key, v) {
-        char *text = NULL;
-        if (json_is_string(v)) {
-            text = strdup(json_string_value(v));
-        } else if (json_is_integer(v)) {
-            if (asprintf(&text, "%lld", (long long)json_integer_value(v)) < 0)
-                text = NULL;
-        } else if (json_is_boolean(v)) {
-            text = strdup(json_is_true(v) ? "true" : "false");
-        } else if (json_is_null(v)) {
-            /* null removes the project's override. */
-        } else {
-            return ql_err_set(err, QL_EINVAL,
-                              "config key '%.128s': expected a string, an integer, a boolean or "
-                              "null (to remove the override)",
-                              key);
-        }
-        if (!json_is_null(v) && !text)
-            return ql_err_set(err, UV_ENOMEM, "out of memory");
-        out->keys[out->n] = key;
-        out->values[out->n] = text;
-        out->n++;
-        if (text && (rc = ql_config_validate_project_key(key, text, err)))
-            return rc;
-        if (!text && !ql_config_find_option(key))
-            return ql_config_validate_project_key(key, "", err);
-    }
-    return 0;
+    return parse_config_map(out->root, "request body", out, err);
 }
 
 /* Kylin's AutoMergeTimeEnum: the auto-merge, volatile and retention range units. */
