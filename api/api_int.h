@@ -204,6 +204,10 @@ typedef enum ql_api_jtype {
     AJ_OBJECT,  /* an object (checked by the caller) */
     AJ_STRLIST, /* an array of strings */
     AJ_SCALAR,  /* a string, number or bool (config values) */
+    AJ_ANY,     /* any JSON value (Kylin's tag) */
+    AJ_INTLIST, /* an array of integers */
+    AJ_LISTS,   /* an array of arrays of strings (Kylin's sub_partition_values) */
+    AJ_INTTEXT, /* an integer or a string of decimal digits (Kylin's priority on PUT) */
 } ql_api_jtype_t;
 
 typedef struct ql_api_field {
@@ -243,13 +247,6 @@ void ql_api_sb_free(ql_api_sb_t *b);
  * Strings in out are borrowed from out->root; release with json_decref(out->root) (also set
  * on failure, may be NULL). */
 
-typedef struct ql_api_project_req {
-    json_t *root;
-    const char *name;
-    const char *description; /* NULL when absent */
-} ql_api_project_req_t;
-int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err);
-
 /* PUT /projects/{p}/config: key -> value text (NULL value: remove the override). */
 #define QL_API_MAX_CONFIG_KEYS 64
 typedef struct ql_api_config_req {
@@ -258,11 +255,27 @@ typedef struct ql_api_config_req {
     const char *keys[QL_API_MAX_CONFIG_KEYS];
     char *values[QL_API_MAX_CONFIG_KEYS]; /* owned (free each); NULL removes */
 } ql_api_config_req_t;
+
+typedef struct ql_api_project_req {
+    json_t *root;
+    const char *name;
+    const char *description; /* NULL when absent */
+    /* Kylin's override_kylin_properties, checked like PUT config (config.root is NULL: the
+     * keys point into root) */
+    ql_api_config_req_t config;
+} ql_api_project_req_t;
+/* POST /projects. Release with ql_api_project_req_free (also after a failure). */
+int ql_api_parse_project(const char *body, size_t len, ql_api_project_req_t *out, ql_err_t *err);
+void ql_api_project_req_free(ql_api_project_req_t *r);
 int ql_api_parse_config(const char *body, size_t len, ql_api_config_req_t *out, ql_err_t *err);
 void ql_api_config_req_free(ql_api_config_req_t *r);
 
+/* PUT /projects/{p}/segment_config: Qilin's auto_segment_build_enabled (absent: unchanged)
+ * and Kylin's auto-merge, volatile-range, retention-range and empty-segment fields, checked
+ * and ignored (docs/rest.md, Kylin's optional fields). */
 typedef struct ql_api_project_segcfg_req {
     json_t *root;
+    bool has_enabled;
     bool enabled;
 } ql_api_project_segcfg_req_t;
 int ql_api_parse_project_segcfg(const char *body, size_t len, ql_api_project_segcfg_req_t *out,
@@ -295,12 +308,21 @@ typedef struct ql_api_model_status_req {
 int ql_api_parse_model_status(const char *body, size_t len, ql_api_model_status_req_t *out,
                               ql_err_t *err);
 
+/* What a build, merge or refresh keeps of Kylin's optional fields: its priority, and the
+ * yarn_queue and tag kept with the job ("": not given; the tag as compact JSON text). */
+typedef struct ql_api_job_extras {
+    int priority;
+    char yarn_queue[QL_JOB_QUEUE_MAX + 1];
+    char tag[QL_JOB_TAG_MAX + 1];
+} ql_api_job_extras_t;
+
 typedef struct ql_api_build_req {
     json_t *root;
     const char *project;
     bool has_range; /* both start and end given */
     int64_t start, end;
     int priority;
+    ql_api_job_extras_t x; /* x.priority == priority */
 } ql_api_build_req_t;
 int ql_api_parse_build(const char *body, size_t len, ql_api_build_req_t *out, ql_err_t *err);
 
@@ -312,10 +334,20 @@ typedef struct ql_api_ids_req {
     ql_action_t action; /* PUT jobs/status */
     size_t n;
     ql_id_t *ids; /* owned (free) */
+    /* PUT segments: the segments by name instead (Kylin's names; then n is 0 until the handler
+     * resolves them): an owned array of strings borrowed from root */
+    const char **names;
+    size_t n_names;
+    ql_api_job_extras_t x; /* PUT segments */
+    /* PUT jobs/status: the job states the statuses name (0: none given). With no job_ids the
+     * action applies to every job of the project in these states. */
+    uint32_t status_mask;
 } ql_api_ids_req_t;
-/* PUT /models/{m}/segments: {"project","type":"MERGE"|"REFRESH","ids":[...]} */
+/* PUT /models/{m}/segments: {"project","type":"MERGE"|"REFRESH" (default REFRESH),"ids":[...]
+ * or "names":[...], and Kylin's optional fields} */
 int ql_api_parse_segments_put(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err);
-/* PUT /jobs/status: {"project","job_ids":[...],"action"} */
+/* PUT /jobs/status: {"project","job_ids":[...],"statuses":[...],"action"}: job_ids, or
+ * statuses with a project */
 int ql_api_parse_job_status(const char *body, size_t len, ql_api_ids_req_t *out, ql_err_t *err);
 void ql_api_ids_req_free(ql_api_ids_req_t *r);
 
@@ -346,6 +378,8 @@ void ql_api_jw_int(ql_api_jw_t *w, int64_t v);
 void ql_api_jw_bool(ql_api_jw_t *w, bool v);
 void ql_api_jw_null(ql_api_jw_t *w);
 void ql_api_jw_id(ql_api_jw_t *w, const ql_id_t *id); /* "" for the zero id */
+/* A value already in JSON text (n bytes; the caller vouches that it is valid JSON). */
+void ql_api_jw_raw(ql_api_jw_t *w, const char *json, size_t n);
 /* Starts an answer: initialises w and writes {"code":"000","data": ; write the data next. */
 void ql_api_jw_envelope(ql_api_jw_t *w);
 /* Ends the envelope with msg (NULL: ""), answers 200 (500 if the buffer failed), frees w.
@@ -362,8 +396,17 @@ void ql_api_jw_page_close(ql_api_jw_t *w, const ql_api_page_t *p, uint64_t total
 void ql_api_jw_project(ql_api_jw_t *w, const ql_project_t *p);
 void ql_api_jw_model(ql_api_jw_t *w, const ql_model_t *m);
 void ql_api_jw_segment(ql_api_jw_t *w, const ql_segment_t *s);
-/* now: for the duration of a running job or step. */
-void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now);
+/* What a job's list item shows of its steps (Kylin's step_ratio and wait_time). */
+typedef struct ql_api_job_steps {
+    uint32_t done; /* steps finished well: SUCCEED, WARNING or SKIP */
+    int64_t wait;  /* ms from the job's creation to its first step's start (to now while it
+                      waits to start) */
+} ql_api_job_steps_t;
+/* Fills out for j; reads j's steps in txn only for a job that started and has not succeeded.
+ * now: for a job still waiting. Returns 0 or the store's error. */
+int ql_api_job_steps(ql_txn_t *txn, const ql_job_t *j, int64_t now, ql_api_job_steps_t *out);
+/* now: for the duration of a running job or step. st: j's steps (ql_api_job_steps). */
+void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st, int64_t now);
 void ql_api_jw_step(ql_api_jw_t *w, const ql_step_t *s, int64_t now);
 /* A job's running time in ms: to its end, or to now while it runs, or to its last change while
  * it waits (paused, in error); 0 before it started. */

@@ -5,8 +5,8 @@
  * Listing cost (docs/rest.md, Paging): with no filter but project and statuses and the default
  * sort (last_modified), a page reads only the index of jobs by project and modify time, skips
  * what precedes the page without decoding it, decodes the page's jobs and takes total_size from
- * the per-project state counters. Any other filter (job_names, key, time_filter) decodes every
- * job of the project in index order; any other sort_by also sorts them, keeping one small
+ * the per-project state counters. Any other filter (job_names, key, subject, time_filter) decodes
+ * every job of the project in index order; any other sort_by also sorts them, keeping one small
  * record per matching job.
  */
 #include "api_int.h"
@@ -36,13 +36,15 @@ typedef enum sort_key {
     SORT_STATUS,
     SORT_ID,
     SORT_SUBJECT,
+    SORT_PROJECT,
+    SORT_TOTAL,
 } sort_key_t;
 
 static const char *const sort_names[] = {
     "last_modified",  "create_time", "exec_start_time",
     "exec_end_time",  "duration",    "priority",
     "job_name",       "job_status",  "id",
-    "target_subject",
+    "target_subject", "project",     "total_duration",
 };
 
 typedef struct sort_rec {
@@ -64,6 +66,10 @@ typedef struct list {
     size_t n_names;
     char key_buf[QL_NAME_MAX + 1];
     const char *key;
+    /* Kylin's subject: the model's uuid exactly (or, a Qilin extension, its name) */
+    bool has_subject, subject_is_id;
+    ql_id_t subject_id;
+    char subject_name[QL_NAME_MAX + 1];
     int64_t since; /* create_time >= since; INT64_MIN: any */
     bool decode_filters;
     sort_key_t sort;
@@ -88,10 +94,12 @@ static bool job_matches(const list_t *l, const ql_job_t *j) {
     if (l->key && l->key[0]) {
         char id[QL_ID_STR_LEN + 1];
         ql_id_format(&j->id, id);
-        if (!ql_api_name_contains(j->model_name, l->key) &&
-            strncasecmp(id, l->key, strlen(l->key)) != 0)
+        if (!ql_api_name_contains(j->model_name, l->key) && !ql_api_name_contains(id, l->key))
             return false;
     }
+    if (l->has_subject && (l->subject_is_id ? !ql_id_eq(&j->model, &l->subject_id)
+                                            : strcmp(j->model_name, l->subject_name) != 0))
+        return false;
     return true;
 }
 
@@ -136,8 +144,19 @@ static int push_rec(list_t *l, const ql_job_t *j) {
     case SORT_SUBJECT:
         r->s = strdup(j->model_name);
         break;
+    case SORT_PROJECT:
+        r->s = strdup(j->project);
+        break;
+    case SORT_TOTAL: {
+        ql_api_job_steps_t st;
+        int rc = ql_api_job_steps(l->txn, j, l->now, &st);
+        if (rc)
+            return rc;
+        r->k = st.wait + ql_api_job_duration(j, l->now);
+        break;
     }
-    if (l->sort >= SORT_NAME && !r->s)
+    }
+    if (l->sort >= SORT_NAME && l->sort <= SORT_PROJECT && !r->s)
         return UV_ENOMEM;
     l->n_recs++;
     return 0;
@@ -162,7 +181,11 @@ static int cmp_rec_rev(const void *a, const void *b) {
 }
 
 static int page_add(list_t *l, const ql_job_t *j) {
-    ql_api_jw_job(l->w, j, l->now);
+    ql_api_job_steps_t st;
+    int rc = ql_api_job_steps(l->txn, j, l->now, &st);
+    if (rc)
+        return rc;
+    ql_api_jw_job(l->w, j, &st, l->now);
     return l->w->b.failed ? UV_ENOMEM : 0;
 }
 
@@ -226,11 +249,16 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
         return ql_err_set(err, QL_EINVAL, "statuses: more than %d values", MAX_NAMES);
     l->mask = 0;
     for (size_t i = 0; i < n; i++) {
+        /* Kylin takes its display statuses and its job states alike. */
         uint32_t m = ql_job_display_mask(vals[i]);
+        ql_state_t st;
+        if (!m && ql_state_parse(vals[i], &st) == 0 && st < QL_JOB_STATE_COUNT)
+            m = 1u << st;
         if (!m)
             return ql_err_set(err, QL_EINVAL,
                               "statuses: '%.64s' is not a job status (PENDING, RUNNING, ERROR, "
-                              "FINISHED, STOPPED, DISCARDED)",
+                              "FINISHED, STOPPED, DISCARDED, or a job state: READY, PAUSED, "
+                              "SUCCEED, SUICIDAL, ...)",
                               vals[i]);
         l->mask |= m;
     }
@@ -253,6 +281,14 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
             return rc;
         l->key = l->key_buf;
     }
+    const char *subject = ql_api_query_given(req, "subject");
+    if (subject) {
+        l->has_subject = true;
+        l->subject_is_id = ql_id_parse(subject, &l->subject_id) == 0;
+        int rc = copy_value(l->subject_name, sizeof l->subject_name, "subject", subject, err);
+        if (rc)
+            return rc;
+    }
     int64_t tf;
     int rc = ql_api_query_int(req, "time_filter", 4, 0, 4, &tf, err);
     if (rc)
@@ -261,7 +297,7 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
                           "(last year) or 4 (all)");
     static const int64_t windows[] = {DAY_MS, 7 * DAY_MS, 30 * DAY_MS, 365 * DAY_MS};
     l->since = tf < 4 ? l->now - windows[tf] : INT64_MIN;
-    l->decode_filters = l->n_names || l->key || l->since != INT64_MIN;
+    l->decode_filters = l->n_names || l->key || l->has_subject || l->since != INT64_MIN;
     const char *sort = ql_http_req_query(req, "sort_by");
     l->sort = SORT_MODIFIED;
     if (sort && sort[0]) {
@@ -272,8 +308,8 @@ static int parse_list(ql_api_t *api, ql_http_req_t *req, list_t *l, ql_err_t *er
         if (i == sizeof sort_names / sizeof sort_names[0])
             return ql_err_set(err, QL_EINVAL,
                               "sort_by: '%.64s' is not one of last_modified, create_time, "
-                              "exec_start_time, exec_end_time, duration, priority, job_name, "
-                              "job_status, id, target_subject",
+                              "exec_start_time, exec_end_time, duration, total_duration, "
+                              "priority, job_name, job_status, id, target_subject, project",
                               sort);
         l->sort = (sort_key_t)i;
     }

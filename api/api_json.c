@@ -187,6 +187,26 @@ static bool type_ok(const json_t *v, ql_api_jtype_t t) {
     }
     case AJ_SCALAR:
         return json_is_string(v) || json_is_number(v) || json_is_boolean(v);
+    case AJ_ANY:
+        return true;
+    case AJ_INTLIST: {
+        if (!json_is_array(v))
+            return false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) if (!json_is_integer(e)) return false;
+        return true;
+    }
+    case AJ_LISTS: {
+        if (!json_is_array(v))
+            return false;
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e) if (!type_ok(e, AJ_STRLIST)) return false;
+        return true;
+    }
+    case AJ_INTTEXT:
+        return json_is_integer(v) || json_is_string(v);
     }
     return false;
 }
@@ -207,6 +227,14 @@ static const char *type_want(ql_api_jtype_t t) {
         return "an array of strings";
     case AJ_SCALAR:
         return "a string, number or boolean";
+    case AJ_ANY:
+        return "a value";
+    case AJ_INTLIST:
+        return "an array of integers";
+    case AJ_LISTS:
+        return "an array of arrays of strings";
+    case AJ_INTTEXT:
+        return "an integer (or a string of its digits)";
     }
     return "a value";
 }
@@ -220,7 +248,7 @@ int ql_api_json_check(const json_t *obj, const char *where, const ql_api_field_t
         while (f->name && strcmp(f->name, key) != 0)
             f++;
         if (!f->name) {
-            char known[256] = "";
+            char known[640] = "";
             size_t off = 0;
             for (const ql_api_field_t *k = fields; k->name && off < sizeof known; k++)
                 off += (size_t)snprintf(known + off, sizeof known - off, "%s%s", off ? ", " : "",
@@ -231,7 +259,8 @@ int ql_api_json_check(const json_t *obj, const char *where, const ql_api_field_t
         if (json_is_null(v))
             continue;
         if (!type_ok(v, f->type)) {
-            if (f->type == AJ_STRLIST && json_is_array(v))
+            if ((f->type == AJ_STRLIST || f->type == AJ_INTLIST || f->type == AJ_LISTS) &&
+                json_is_array(v))
                 return ql_err_set(err, QL_EINVAL, "%s: field '%s': expected %s", where, key,
                                   type_want(f->type));
             return ql_err_set(err, QL_EINVAL, "%s: field '%s': expected %s, got %s", where, key,

@@ -294,6 +294,11 @@ void ql_api_jw_id(ql_api_jw_t *w, const ql_id_t *id) {
     w->b.len += QL_ID_STR_LEN + 2;
 }
 
+void ql_api_jw_raw(ql_api_jw_t *w, const char *json, size_t n) {
+    sep(w);
+    put(w, json, n);
+}
+
 void ql_api_jw_envelope(ql_api_jw_t *w) {
     ql_api_jw_init(w);
     ql_api_jw_open(w, '{');

@@ -12,7 +12,7 @@ typedef struct project_op {
     char name[QL_NAME_MAX + 1];
     ql_project_t project;       /* create: the new project; updates: the result */
     ql_api_config_req_t config; /* PUT config */
-    bool enabled;               /* PUT segment_config */
+    bool has_enabled, enabled;  /* PUT segment_config */
 } project_op_t;
 
 static void op_free(project_op_t *op) {
@@ -61,19 +61,28 @@ static void h_create(ql_http_req_t *req, void *arg) {
         return;
     ql_api_project_req_t r;
     ql_err_t err = {0};
-    if (ql_api_body_refused(req, ql_api_parse_project(body.p, body.len, &r, &err), &r.root, &err))
+    int rc = ql_api_parse_project(body.p, body.len, &r, &err);
+    if (rc) {
+        ql_api_project_req_free(&r);
+        ql_api_fail_err(req, rc, &err);
         return;
+    }
     project_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (op) {
         snprintf(op->project.name, sizeof op->project.name, "%s", r.name);
-        if (r.description && !(op->project.description = strdup(r.description))) {
+        bool oom = r.description && !(op->project.description = strdup(r.description));
+        /* Kylin's override_kylin_properties are the project's first configuration. */
+        for (size_t i = 0; !oom && i < r.config.n; i++)
+            oom = r.config.values[i] &&
+                  ql_strmap_set(&op->project.config, r.config.keys[i], r.config.values[i]);
+        if (oom) {
             ql_api_fail(req, UV_ENOMEM, "out of memory");
             op_free(op);
         } else if (!ql_api_submit(api, req, create_fn, op, project_done)) {
             op_free(op);
         }
     }
-    json_decref(r.root);
+    ql_api_project_req_free(&r);
 }
 
 /* ---- GET /projects ---- */
@@ -152,7 +161,10 @@ static int segcfg_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     int rc = load_project(txn, op, err);
     if (rc)
         return rc;
-    op->project.auto_segment_build_enabled = op->enabled;
+    /* Kylin's own fields of the body were checked and are ignored (ql_api_project_segcfg_req_t):
+     * without Qilin's flag the request changes nothing but still needs the project. */
+    if (op->has_enabled)
+        op->project.auto_segment_build_enabled = op->enabled;
     return store_project(txn, op, err);
 }
 
@@ -200,6 +212,7 @@ static void h_segcfg(ql_http_req_t *req, void *arg) {
     project_op_t *op = path_op(api, req);
     if (!op)
         return;
+    op->has_enabled = r.has_enabled;
     op->enabled = r.enabled;
     if (!ql_api_submit(api, req, segcfg_fn, op, empty_done))
         op_free(op);

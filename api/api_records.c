@@ -173,7 +173,59 @@ int64_t ql_api_job_duration(const ql_job_t *j, int64_t now) {
     return duration(j->start_time, j->end_time, j->state == QL_RUNNING, j->modify_time, now);
 }
 
-void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
+static int steps_cb(const ql_step_t *s, void *arg) {
+    uint32_t *done = arg;
+    if (s->state == QL_SUCCEED || s->state == QL_WARNING || s->state == QL_SKIP)
+        (*done)++;
+    return 0;
+}
+
+int ql_api_job_steps(ql_txn_t *txn, const ql_job_t *j, int64_t now, ql_api_job_steps_t *out) {
+    memset(out, 0, sizeof *out);
+    /* The wait before the first step started, from the record alone: to that start, to now
+     * while the job waits to start, else to the job's last change (ended or stopped first). */
+    int64_t until = j->start_time > 0                                  ? j->start_time
+                    : (j->state == QL_READY || j->state == QL_PENDING) ? now
+                                                                       : j->modify_time;
+    out->wait = until > j->create_time ? until - j->create_time : 0;
+    /* Steps are read only when the record cannot tell: a succeeded job did all of them, one
+     * that never started none. A page of finished jobs (the usual list) reads no step. */
+    if (j->state == QL_SUCCEED) {
+        out->done = j->n_steps;
+        return 0;
+    }
+    if (j->start_time <= 0)
+        return 0;
+    int rc = ql_step_foreach(txn, &j->id, steps_cb, &out->done);
+    return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
+/* A fixed-point number v / 10^decimals (v >= 0, decimals 1 or 2) without printf: these are
+ * written for every job of a list. */
+static void jw_fixed(ql_api_jw_t *w, uint32_t v, int decimals) {
+    char buf[16];
+    int i = sizeof buf;
+    for (int d = 0; d < decimals; d++, v /= 10)
+        buf[--i] = (char)('0' + v % 10);
+    buf[--i] = '.';
+    do
+        buf[--i] = (char)('0' + v % 10);
+    while ((v /= 10) && i > 0);
+    ql_api_jw_raw(w, buf + i, sizeof buf - (size_t)i);
+}
+
+/* Kylin's step_ratio: the share of steps done, 0.99 while a job whose steps are all done has
+ * not succeeded; written with two decimals. */
+static void step_ratio(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st) {
+    uint32_t pct = j->n_steps ? (uint32_t)((uint64_t)st->done * 100 / j->n_steps) : 0;
+    if (pct >= 100 && j->state != QL_SUCCEED)
+        pct = 99;
+    if (pct > 100)
+        pct = 100;
+    jw_fixed(w, pct, 2);
+}
+
+void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, const ql_api_job_steps_t *st, int64_t now) {
     ql_api_jw_open(w, '{');
     K(w, "id");
     ql_api_jw_id(w, &j->id);
@@ -210,10 +262,47 @@ void ql_api_jw_job(ql_api_jw_t *w, const ql_job_t *j, int64_t now) {
     ql_api_jw_int(w, j->start_time);
     K(w, "exec_end_time");
     ql_api_jw_int(w, j->end_time);
+    int64_t dur = ql_api_job_duration(j, now);
     K(w, "duration");
-    ql_api_jw_int(w, ql_api_job_duration(j, now));
+    ql_api_jw_int(w, dur);
+    K(w, "wait_time");
+    ql_api_jw_int(w, st->wait);
+    K(w, "total_duration");
+    ql_api_jw_int(w, st->wait + dur);
+    K(w, "step_ratio");
+    step_ratio(w, j, st);
+    /* Kylin's progress: the percentage of steps finished (one decimal). */
+    K(w, "progress");
+    jw_fixed(w, j->n_steps ? (uint32_t)((uint64_t)st->done * 1000 / j->n_steps) : 0, 1);
     K(w, "steps_count");
     ql_api_jw_int(w, j->n_steps);
+    /* Kylin's flags that are constant here: a discard always leaves the model consistent (its
+     * NEW segment goes, the sources stay), the subject is never shown as an error, steps run
+     * in a chain, and no job is a snapshot job. */
+    K(w, "discard_safety");
+    ql_api_jw_bool(w, true);
+    K(w, "target_subject_error");
+    ql_api_jw_bool(w, false);
+    K(w, "job_scheduler_mode");
+    ql_api_jw_strn(w, "CHAIN", 5);
+    K(w, "snapshot_data_range");
+    ql_api_jw_null(w);
+    K(w, "related_segment");
+    if (ql_id_is_zero(&j->segment))
+        ql_api_jw_strn(w, "", 0);
+    else
+        ql_api_jw_id(w, &j->segment);
+    K(w, "yarn_queue");
+    if (j->yarn_queue[0])
+        ql_api_jw_str(w, j->yarn_queue);
+    else
+        ql_api_jw_null(w);
+    /* The tag is stored as the JSON text the client sent (ql_job_t.tag). */
+    K(w, "tag");
+    if (j->tag[0])
+        ql_api_jw_raw(w, j->tag, strlen(j->tag));
+    else
+        ql_api_jw_null(w);
     ql_api_jw_close(w, '}');
 }
 

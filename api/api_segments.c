@@ -7,6 +7,7 @@
  * answers here only after that commit; it wakes the scheduler itself.
  */
 #include "api_int.h"
+#include "base/ql_buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,8 @@ static void h_build(ql_http_req_t *req, void *arg) {
             .start = r.start,
             .end = r.end,
             .priority = r.priority,
+            .yarn_queue = r.x.yarn_queue,
+            .tag = r.x.tag,
         };
         submit(api, &sr, op);
     }
@@ -97,6 +100,51 @@ static void h_build(ql_http_req_t *req, void *arg) {
 }
 
 /* ---- PUT /models/{model}/segments ---- */
+
+typedef struct names_t {
+    ql_api_ids_req_t *r;
+    char name[64];
+} names_t;
+
+static int name_cb(const ql_segment_t *s, void *arg) {
+    names_t *nm = arg;
+    ql_api_segment_name(s->start, s->end, nm->name, sizeof nm->name);
+    for (size_t i = 0; i < nm->r->n_names; i++)
+        if (strcmp(nm->r->names[i], nm->name) == 0) {
+            nm->r->ids[i] = s->id;
+            break;
+        }
+    return 0;
+}
+
+/* Kylin's names (ql_api_segment_name) to the ids of the model's segments, in r->ids: every
+ * name must name a segment of the model (QL_ENOTFOUND naming the first that does not). */
+static int resolve_names(ql_api_t *api, ql_http_req_t *req, ql_api_ids_req_t *r, ql_err_t *err) {
+    if (!(r->ids = calloc(r->n_names, sizeof *r->ids)))
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    ql_txn_t *txn;
+    int rc = ql_txn_begin(ql_node_store(api->node), false, &txn);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the store: %s", ql_strerror(rc));
+    ql_model_t m;
+    rc = ql_api_get_model(txn, r->project, ql_http_req_param(req, "model"), 0, &m, err);
+    if (!rc) {
+        names_t nm = {.r = r};
+        if ((rc = ql_segment_foreach(txn, &m.id, name_cb, &nm)))
+            ql_err_set(err, rc, "cannot list the segments: %s", ql_strerror(rc));
+        for (size_t i = 0; !rc && i < r->n_names; i++)
+            if (ql_id_is_zero(&r->ids[i]))
+                rc = ql_err_set(err, QL_ENOTFOUND,
+                                "names[%zu]: segment '%.64s' not found in "
+                                "model '%s'",
+                                i, r->names[i], m.name);
+        ql_model_free(&m);
+    }
+    ql_txn_abort(txn);
+    if (!rc)
+        r->n = r->n_names;
+    return rc;
+}
 
 static void h_merge_refresh(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
@@ -107,6 +155,8 @@ static void h_merge_refresh(ql_http_req_t *req, void *arg) {
     ql_api_ids_req_t r;
     ql_err_t err = {0};
     int rc = ql_api_parse_segments_put(body, len, &r, &err);
+    if (!rc && r.n_names)
+        rc = resolve_names(api, req, &r, &err);
     if (rc) {
         ql_api_ids_req_free(&r);
         ql_api_fail_err(req, rc, &err);
@@ -121,7 +171,9 @@ static void h_merge_refresh(ql_http_req_t *req, void *arg) {
             .model = ql_http_req_param(req, "model"),
             .ids = r.ids,
             .n_ids = r.n,
-            .priority = QL_PRIORITY_DEFAULT,
+            .priority = r.x.priority,
+            .yarn_queue = r.x.yarn_queue,
+            .tag = r.x.tag,
         };
         submit(api, &sr, op);
     }
@@ -141,54 +193,104 @@ static void delete_done(void *arg, int status, const ql_err_t *err) {
     op_free(op);
 }
 
+typedef struct all_t {
+    ql_id_t *ids;
+    size_t n, cap;
+} all_t;
+
+static int all_cb(const ql_segment_t *s, void *arg) {
+    all_t *a = arg;
+    if (QL_ARRAY_RESERVE(a->ids, a->cap, a->n + 1, 16))
+        return UV_ENOMEM;
+    a->ids[a->n++] = s->id;
+    return 0;
+}
+
+/* The segments a DELETE names, in op->ids: every segment of the model (Kylin's purge=true), the
+ * ids, or Kylin's names (resolved like PUT's). Runs in the read transaction, after the model. */
+static int delete_targets(ql_txn_t *txn, ql_http_req_t *req, const ql_model_t *m, bool purge,
+                          seg_op_t *op, ql_err_t *err) {
+    if (purge) {
+        all_t all = {0};
+        int rc = ql_segment_foreach(txn, &m->id, all_cb, &all);
+        op->ids = all.ids;
+        op->n_ids = all.n;
+        return rc ? ql_err_set(err, rc, "cannot list the segments: %s", ql_strerror(rc)) : 0;
+    }
+    size_t n_ids = ql_http_req_query_values(req, "ids", NULL, 0);
+    size_t n_names = ql_http_req_query_values(req, "names", NULL, 0);
+    size_t n = n_ids ? n_ids : n_names;
+    if (n_ids && n_names)
+        return ql_err_set(err, QL_EINVAL,
+                          "ids, names: give the segments by ids or by names, "
+                          "not both");
+    if (n == 0)
+        return ql_err_set(err, QL_EINVAL,
+                          "ids: required (query parameter, the segment ids to delete; or names, "
+                          "or purge=true for all of them)");
+    if (n > QL_API_MAX_IDS)
+        return ql_err_set(err, QL_EINVAL, "%s: more than %d", n_ids ? "ids" : "names",
+                          QL_API_MAX_IDS);
+    const char **vals = calloc(n, sizeof *vals);
+    if (!vals || !(op->ids = calloc(n, sizeof *op->ids))) {
+        free(vals);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
+    ql_http_req_query_values(req, n_ids ? "ids" : "names", vals, n);
+    int rc = 0;
+    if (n_ids) {
+        for (size_t i = 0; i < n && !rc; i++) {
+            if (ql_id_parse(vals[i], &op->ids[i]))
+                rc =
+                    ql_err_set(err, QL_EINVAL, "ids[%zu]: '%.64s' is not a segment id", i, vals[i]);
+            op->n_ids = i + 1;
+        }
+    } else {
+        ql_api_ids_req_t r = {.names = vals, .n_names = n, .ids = op->ids};
+        names_t nm = {.r = &r};
+        if ((rc = ql_segment_foreach(txn, &m->id, name_cb, &nm)))
+            ql_err_set(err, rc, "cannot list the segments: %s", ql_strerror(rc));
+        for (size_t i = 0; !rc && i < n; i++)
+            if (ql_id_is_zero(&op->ids[i]))
+                rc = ql_err_set(err, QL_ENOTFOUND,
+                                "names[%zu]: segment '%.64s' not found in model '%s'", i, vals[i],
+                                m->name);
+        op->n_ids = n;
+    }
+    free(vals);
+    return rc;
+}
+
 static void h_delete(ql_http_req_t *req, void *arg) {
     ql_api_t *api = arg;
     if (!ql_api_begin(api, req, API_WRITE))
         return;
-    size_t n = ql_http_req_query_values(req, "ids", NULL, 0);
-    if (n == 0) {
-        ql_api_fail(req, QL_EINVAL, "ids: required (query parameter, the segment ids to delete)");
-        return;
-    }
-    if (n > QL_API_MAX_IDS) {
-        ql_api_fail(req, QL_EINVAL, "ids: more than %d ids", QL_API_MAX_IDS);
+    ql_err_t err = {0};
+    bool purge;
+    /* Kylin's force (delete a segment other segments depend on) is accepted and ignored: no
+     * Qilin segment depends on another. */
+    int rc = ql_api_query_bool(req, "purge", false, &purge, &err);
+    if (rc) {
+        ql_api_fail_err(req, rc, &err);
         return;
     }
     seg_op_t *op = ql_api_op_new(api, req, sizeof *op);
     if (!op)
         return;
-    const char **vals = calloc(n, sizeof *vals);
-    op->ids = calloc(n, sizeof *op->ids);
-    if (!vals || !op->ids) {
-        free(vals);
+    ql_txn_t *txn = ql_api_read_txn(api, req);
+    if (!txn) {
         op_free(op);
-        ql_api_fail(req, UV_ENOMEM, "out of memory");
         return;
     }
-    ql_http_req_query_values(req, "ids", vals, n);
-    ql_err_t err = {0};
-    int rc = 0;
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (ql_id_parse(vals[i], &op->ids[i]))
-            rc = ql_err_set(&err, QL_EINVAL, "ids[%zu]: '%.64s' is not a segment id", i, vals[i]);
-        op->n_ids = i + 1;
-    }
-    free(vals);
+    ql_model_t m;
+    rc = ql_api_get_model(txn, ql_http_req_query(req, "project"), ql_http_req_param(req, "model"),
+                          0, &m, &err);
     if (!rc) {
-        ql_txn_t *txn = ql_api_read_txn(api, req);
-        if (!txn) {
-            op_free(op);
-            return;
-        }
-        ql_model_t m;
-        rc = ql_api_get_model(txn, ql_http_req_query(req, "project"),
-                              ql_http_req_param(req, "model"), 0, &m, &err);
-        ql_txn_abort(txn);
-        if (!rc) {
-            op->model = m.id;
-            ql_model_free(&m);
-        }
+        op->model = m.id;
+        rc = delete_targets(txn, req, &m, purge, op, &err);
+        ql_model_free(&m);
     }
+    ql_txn_abort(txn);
     if (rc) {
         ql_api_fail_err(req, rc, &err);
         op_free(op);

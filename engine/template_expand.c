@@ -27,6 +27,8 @@ const char *const ql_template_wellknown[] = {
     "QILIN_SEGMENT_START_FMT",
     "QILIN_SEGMENT_END_FMT",
     "QILIN_STEP_ID",
+    "QILIN_YARN_QUEUE",
+    "QILIN_TAG",
     NULL,
 };
 

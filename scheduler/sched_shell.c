@@ -5,6 +5,7 @@
  */
 #include "sched_shell.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,18 +21,27 @@ enum {
     P_SEG_START_FMT,
     P_SEG_END_FMT,
     P_STEP_ID,
+    P_YARN_QUEUE,
+    P_TAG,
     P_COUNT
 };
 
 static const char *const param_names[P_COUNT] = {
     "QILIN_JOB_ID",          "QILIN_JOB_TYPE",      "QILIN_PROJECT",     "QILIN_MODEL",
     "QILIN_SEGMENT_ID",      "QILIN_SEGMENT_START", "QILIN_SEGMENT_END", "QILIN_SEGMENT_START_FMT",
-    "QILIN_SEGMENT_END_FMT", "QILIN_STEP_ID",
+    "QILIN_SEGMENT_END_FMT", "QILIN_STEP_ID",       "QILIN_YARN_QUEUE",  "QILIN_TAG",
 };
 
 typedef struct {
-    char v[P_COUNT][160];
+    char v[P_COUNT][QL_JOB_TAG_MAX + 1]; /* the tag is the longest value */
 } params_t;
+
+/* The job's tag as a step sees it: a string's value, any other JSON value as its text. */
+static void tag_value(const char *tag, char *buf, size_t cap) {
+    json_t *v = tag[0] == '"' ? json_loads(tag, JSON_DECODE_ANY, NULL) : NULL;
+    snprintf(buf, cap, "%s", json_is_string(v) ? json_string_value(v) : tag);
+    json_decref(v);
+}
 
 /* Formats an instant with the model's partition format in the project's time zone; falls back
  * to the epoch milliseconds when the model has no format or the instant cannot be shown. */
@@ -55,6 +65,8 @@ static void build_params(const ql_shell_env_t *env, const ql_job_t *j, uint32_t 
     if (!ql_id_is_zero(&j->segment))
         ql_id_format(&j->segment, p->v[P_SEG_ID]);
     ql_step_id_format(&j->id, seq, p->v[P_STEP_ID]);
+    snprintf(p->v[P_YARN_QUEUE], sizeof p->v[0], "%s", j->yarn_queue);
+    tag_value(j->tag, p->v[P_TAG], sizeof p->v[0]);
     if (!j->has_range)
         return;
     snprintf(p->v[P_SEG_START], sizeof p->v[0], "%lld", (long long)j->range_start);

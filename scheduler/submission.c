@@ -21,6 +21,8 @@ typedef struct sub_op {
     char *project; /* owned; ADHOC */
     char *type;    /* owned; ADHOC */
     char submitter[QL_USER_MAX + 1];
+    char yarn_queue[QL_JOB_QUEUE_MAX + 1];
+    char tag[QL_JOB_TAG_MAX + 1];
     ql_id_t *ids; /* owned: MERGE, REFRESH */
     size_t n_ids;
     ql_submit_op_t *subs; /* owned: one per job */
@@ -212,11 +214,13 @@ static void write_done(void *arg, int status, const ql_err_t *err) {
 
 static int prepare_build(ql_submission_t *s, const ql_submission_req_t *req, const ql_project_t *p,
                          const ql_model_t *m, sub_op_t *op, ql_err_t *err) {
-    if (!m->partitioned)
-        return ql_err_set(err, QL_EFULLLOAD,
-                          "model '%s' is a full-load model (no partition column): incremental "
-                          "builds need a partitioned model",
-                          m->name);
+    if (!m->partitioned) {
+        /* Kylin's full build: one segment over the whole range; a range given is ignored, as
+         * Kylin ignores it (docs/rest.md, Full-load models). */
+        op->subs[0].start = 0;
+        op->subs[0].end = QL_RANGE_FULL_END;
+        return 0;
+    }
     if (!req->has_range)
         return ql_err_set(err, QL_ENORANGE,
                           "model '%s' is partitioned by %s: a build needs start and end (epoch ms)",
@@ -308,6 +312,8 @@ static int alloc_subs(const ql_submission_req_t *req, sub_op_t *op, ql_err_t *er
         sub->model = op->model;
         sub->priority = req->priority;
         sub->submitter = op->submitter;
+        sub->yarn_queue = op->yarn_queue;
+        sub->tag = op->tag;
         sub->now = req->now;
         sub->ids = req->kind == QL_SUBMIT_REFRESH ? &op->ids[i] : op->ids;
         sub->n_ids = req->kind == QL_SUBMIT_REFRESH ? 1 : op->n_ids;
@@ -333,6 +339,15 @@ int ql_submission_submit(ql_submission_t *s, const ql_submission_req_t *req,
     op->arg = arg;
     op->kind = req->kind;
     snprintf(op->submitter, sizeof op->submitter, "%s", req->submitter ? req->submitter : "ADMIN");
+    if ((req->yarn_queue && strlen(req->yarn_queue) > QL_JOB_QUEUE_MAX) ||
+        (req->tag && strlen(req->tag) > QL_JOB_TAG_MAX)) {
+        bool q = req->yarn_queue && strlen(req->yarn_queue) > QL_JOB_QUEUE_MAX;
+        ql_err_set(&err, QL_EINVAL, "%s: longer than %d bytes", q ? "yarn_queue" : "tag",
+                   q ? QL_JOB_QUEUE_MAX : QL_JOB_TAG_MAX);
+        return fail_early(op, QL_EINVAL, &err);
+    }
+    snprintf(op->yarn_queue, sizeof op->yarn_queue, "%s", req->yarn_queue ? req->yarn_queue : "");
+    snprintf(op->tag, sizeof op->tag, "%s", req->tag ? req->tag : "");
     if (req->kind == QL_SUBMIT_ADHOC && !req->adhoc) {
         ql_err_set(&err, QL_EINVAL, "an ad-hoc job needs its definition");
         return fail_early(op, QL_EINVAL, &err);

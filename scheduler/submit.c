@@ -33,6 +33,8 @@ static int submit_adhoc(ql_txn_t *txn, ql_submit_op_t *op, ql_err_t *err) {
         .n_steps = op->steps->n,
         .params = op->params,
         .params_len = op->params_len,
+        .yarn_queue = op->yarn_queue,
+        .tag = op->tag,
     };
     return ql_meta_submit_job(txn, op->project, ql_id_is_zero(&op->model) ? NULL : &op->model,
                               op->type, false, 0, 0, &spec, &op->job, err);
@@ -64,6 +66,8 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         .fence = op->fence,
         .steps = steps.specs,
         .n_steps = steps.n,
+        .yarn_queue = op->yarn_queue,
+        .tag = op->tag,
     };
     switch (op->kind) {
     case QL_SUBMIT_BUILD:

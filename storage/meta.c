@@ -177,6 +177,10 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     if (spec->n_steps < 1 || spec->n_steps > QL_JOB_STEPS_MAX)
         return ql_err_set(err, QL_EINVAL, "steps: a job has 1 to %d steps, not %zu",
                           QL_JOB_STEPS_MAX, spec->n_steps);
+    if (spec->yarn_queue && strlen(spec->yarn_queue) > QL_JOB_QUEUE_MAX)
+        return ql_err_set(err, QL_EINVAL, "yarn_queue: longer than %d bytes", QL_JOB_QUEUE_MAX);
+    if (spec->tag && strlen(spec->tag) > QL_JOB_TAG_MAX)
+        return ql_err_set(err, QL_EINVAL, "tag: longer than %d bytes as JSON text", QL_JOB_TAG_MAX);
     ql_job_t j = {0};
     ql_store_new_id(ql_txn_store(txn), &j.id);
     snprintf(j.project, sizeof j.project, "%s", project);
@@ -200,6 +204,8 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     j.fence = spec->fence;
     j.params = (char *)spec->params; /* borrowed for the encode below */
     j.params_len = spec->params ? spec->params_len : 0;
+    snprintf(j.yarn_queue, sizeof j.yarn_queue, "%s", spec->yarn_queue ? spec->yarn_queue : "");
+    snprintf(j.tag, sizeof j.tag, "%s", spec->tag ? spec->tag : "");
     int rc = ql_job_put(txn, &j);
     for (size_t i = 0; !rc && i < spec->n_steps; i++) {
         ql_step_t s = {0};
@@ -246,14 +252,16 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
     int rc = load_model(txn, model, &m, err);
     if (rc)
         return rc;
-    if (!m.partitioned) {
+    /* A full-load model has one segment over the whole range (docs/design/metadata.md, Full
+     * builds): a second one overlaps it, and is refused below like any overlap. */
+    if (!m.partitioned && (start != 0 || end != QL_RANGE_FULL_END)) {
         rc = ql_err_set(err, QL_EFULLLOAD,
-                        "model '%s' is a full-load model (no partition column): incremental "
-                        "builds need a partitioned model",
-                        m.name);
+                        "model '%s' is a full-load model (no partition column): its build covers "
+                        "the whole range [0, %lld), not [%lld, %lld)",
+                        m.name, (long long)QL_RANGE_FULL_END, (long long)start, (long long)end);
         goto out;
     }
-    if ((rc = ql_meta_check_range("start", "end", start, end, false, err)))
+    if ((rc = ql_meta_check_range("start", "end", start, end, !m.partitioned, err)))
         goto out;
     seg_probe_t probe = {0};
     if ((rc = ql_segment_foreach_overlapping(txn, &m.id, start, end, seg_probe_cb, &probe))) {

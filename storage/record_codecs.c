@@ -254,7 +254,9 @@ int ql_segment_decode_z(msgpack_zone *z, const void *buf, size_t len, unsigned f
 
 int ql_job_encode(const ql_job_t *j, ql_buf_t *out) {
     msgpack_packer pk;
-    begin(&pk, out, 20, &j->extra);
+    /* yarn_queue and tag only when given: a job without them encodes as before they existed. */
+    bool yq = j->yarn_queue[0], tag = j->tag[0];
+    begin(&pk, out, 20 + (size_t)yq + (size_t)tag, &j->extra);
     ql_codec_id(&pk, "id", &j->id);
     ql_codec_str(&pk, "project", j->project);
     ql_codec_id(&pk, "model", &j->model);
@@ -275,6 +277,10 @@ int ql_job_encode(const ql_job_t *j, ql_buf_t *out) {
     ql_codec_i64(&pk, "modify_time", j->modify_time);
     ql_codec_u64(&pk, "fence", j->fence);
     ql_codec_bin(&pk, "params", j->params, j->params_len);
+    if (yq)
+        ql_codec_str(&pk, "yarn_queue", j->yarn_queue);
+    if (tag)
+        ql_codec_str(&pk, "tag", j->tag);
     FINISH_ENCODE(&pk, out, &j->extra);
     return 0;
 }
@@ -342,6 +348,10 @@ static int job_field(const msgpack_object *k, const msgpack_object *v, void *arg
     }
     if (ql_codec_key_is(k, "params"))
         return ql_codec_get_bin(v, (uint8_t **)&j->params, &j->params_len) ?: 1;
+    if (ql_codec_key_is(k, "yarn_queue"))
+        return ql_codec_get_str(v, j->yarn_queue, sizeof j->yarn_queue) ?: 1;
+    if (ql_codec_key_is(k, "tag"))
+        return ql_codec_get_str(v, j->tag, sizeof j->tag) ?: 1;
     return 0;
 }
 

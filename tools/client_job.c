@@ -205,6 +205,9 @@ static int show_run(ql_cli_t *cli, const ql_cli_args_t *a) {
             {"started", "exec_start_time", QL_CLI_TIME},
             {"ended", "exec_end_time", QL_CLI_TIME},
             {"duration", "duration", QL_CLI_DURATION},
+            {"waited", "wait_time", QL_CLI_DURATION},
+            {"yarn queue", "yarn_queue", QL_CLI_TEXT},
+            {"tag", "tag", QL_CLI_TEXT},
         };
         ql_cli_print_fields(cli, job, fields, sizeof fields / sizeof *fields);
         fputc('\n', cli->out);

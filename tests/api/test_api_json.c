@@ -208,6 +208,70 @@ Test(bodies, builds_merges_and_actions) {
     ql_api_ids_req_free(&r);
 }
 
+/* Kylin's optional fields: the kept ones parsed (a tag as compact JSON, a priority's digits),
+ * the others only type-checked, and the size limits. */
+Test(bodies, kylin_optional_fields) {
+    ql_api_build_req_t b;
+    ql_err_t err = {0};
+    const char *all = "{\"project\":\"p\",\"start\":1,\"end\":2,\"priority\":\"1\","
+                      "\"yarn_queue\":\"root.q\",\"tag\":{ \"a\" : [1, true] },"
+                      "\"build_all_indexes\":false,\"build_all_sub_partitions\":true,"
+                      "\"sub_partition_values\":[[\"x\",\"y\"]],\"ignored_snapshot_tables\":[],"
+                      "\"partial_build\":true,\"batch_index_ids\":[1,2]}";
+    cr_assert_eq(ql_api_parse_build(all, strlen(all), &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(b.priority, 1);
+    cr_assert_str_eq(b.x.yarn_queue, "root.q");
+    cr_assert_str_eq(b.x.tag, "{\"a\":[1,true]}");
+    json_decref(b.root);
+    const char *bad = "{\"project\":\"p\",\"sub_partition_values\":[\"x\"]}";
+    cr_assert_eq(ql_api_parse_build(bad, strlen(bad), &b, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "sub_partition_values"), "%s", err.msg);
+    json_decref(b.root);
+    char big[QL_JOB_TAG_MAX + 64];
+    int n = snprintf(big, sizeof big, "{\"project\":\"p\",\"tag\":\"");
+    memset(big + n, 'x', QL_JOB_TAG_MAX - 1); /* with its quotes: one byte too many */
+    snprintf(big + n + QL_JOB_TAG_MAX - 1, sizeof big - (size_t)n - QL_JOB_TAG_MAX + 1, "\"}");
+    cr_assert_eq(ql_api_parse_build(big, strlen(big), &b, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "tag"), "%s", err.msg);
+    json_decref(b.root);
+    big[n + QL_JOB_TAG_MAX - 2] = '"'; /* one x less: exactly the limit */
+    big[n + QL_JOB_TAG_MAX - 1] = '}';
+    big[n + QL_JOB_TAG_MAX] = '\0';
+    cr_assert_eq(ql_api_parse_build(big, strlen(big), &b, &err), 0, "%s", err.msg);
+    cr_assert_eq(strlen(b.x.tag), QL_JOB_TAG_MAX);
+    json_decref(b.root);
+
+    ql_api_ids_req_t r;
+    const char *names =
+        "{\"project\":\"p\",\"names\":[\"FULL_BUILD\"],\"refresh_all_indexes\":true}";
+    cr_assert_eq(ql_api_parse_segments_put(names, strlen(names), &r, &err), 0, "%s", err.msg);
+    cr_assert_not(r.merge, "REFRESH by default");
+    cr_assert_eq(r.n_names, 1);
+    cr_assert_str_eq(r.names[0], "FULL_BUILD");
+    ql_api_ids_req_free(&r);
+    const char *both = "{\"project\":\"p\",\"names\":[\"a\"],\"ids\":["
+                       "\"00000000-0000-0000-0000-000000000001\"]}";
+    cr_assert_eq(ql_api_parse_segments_put(both, strlen(both), &r, &err), QL_EINVAL);
+    ql_api_ids_req_free(&r);
+    const char *st = "{\"project\":\"p\",\"job_ids\":[],\"statuses\":[\"STOPPED\",\"ERROR\"],"
+                     "\"action\":\"RESUME\"}";
+    cr_assert_eq(ql_api_parse_job_status(st, strlen(st), &r, &err), 0, "%s", err.msg);
+    cr_assert_eq(r.n, 0);
+    cr_assert_eq(r.status_mask, (1u << QL_PAUSED) | (1u << QL_ERROR));
+    ql_api_ids_req_free(&r);
+
+    ql_api_project_segcfg_req_t c;
+    const char *kylin = "{\"auto_merge_enabled\":true,\"auto_merge_time_ranges\":[\"WEEK\"],"
+                        "\"retention_range\":{\"retention_range_number\":-1}}";
+    cr_assert_eq(ql_api_parse_project_segcfg(kylin, strlen(kylin), &c, &err), QL_EINVAL);
+    cr_assert(strstr(err.msg, "retention_range_number"), "%s", err.msg);
+    json_decref(c.root);
+    const char *ours = "{\"auto_merge_enabled\":false,\"auto_segment_build_enabled\":true}";
+    cr_assert_eq(ql_api_parse_project_segcfg(ours, strlen(ours), &c, &err), 0, "%s", err.msg);
+    cr_assert(c.has_enabled && c.enabled);
+    json_decref(c.root);
+}
+
 /* A NUL byte in a string and an integer past int64 are refused naming their field; the key of
  * an integer is found before the value jansson stopped at. */
 Test(bodies, nul_bytes_and_huge_integers_name_their_field) {

@@ -189,7 +189,8 @@ Test(rest, bad_input_is_400_naming_the_problem) {
             "start");
     api_err(&Q, "POST", seg, "{\"project\":7,\"start\":1,\"end\":2}", 400, "QL-00003",
             "field 'project': expected a string");
-    api_err(&Q, "POST", seg, "{\"project\":\"p1\",\"start\":1,\"end\":2,\"priority\":\"1\"}", 400,
+    /* Kylin reads a priority's digits as its integer, nothing else. */
+    api_err(&Q, "POST", seg, "{\"project\":\"p1\",\"start\":1,\"end\":2,\"priority\":\"x1\"}", 400,
             "QL-00003", "priority");
     api_err(&Q, "POST", seg, "{\"project\":\"p1\",\"start\":1,\"end\":2,\"priority\":9}", 400,
             "QL-00003", "priority");
@@ -534,21 +535,34 @@ Test(rest, merge_refresh_and_delete) {
             "ids[0]");
 }
 
-Test(rest, a_build_of_a_full_load_model_is_refused_with_ql_00013) {
+/* Kylin's full build (docs/rest.md, Full-load models): one segment over the whole range, the
+ * range of the request ignored; a second one is the overlap error, also once the first is
+ * built; a refresh rebuilds it. */
+Test(rest, a_full_load_model_builds_one_full_segment) {
     json_decref(api_ok(&Q, "POST", "/kylin/api/projects", "{\"name\":\"p1\"}"));
     json_decref(api_ok(&Q, "POST", "/kylin/api/models", "{\"project\":\"p1\",\"name\":\"full\"}"));
+    json_t *d = api_ok(&Q, "POST", "/kylin/api/models/full/segments", "{\"project\":\"p1\"}");
+    char job[64];
+    snprintf(job, sizeof job, "%s", jstr(json_array_get(json_object_get(d, "jobs"), 0), "job_id"));
+    json_decref(d);
     char body[256];
     snprintf(body, sizeof body, "{\"project\":\"p1\",\"start\":%lld,\"end\":%lld}", D0, D0 + DAY);
-    api_err(&Q, "POST", "/kylin/api/models/full/segments", body, 400, "QL-00013",
-            "full-load model");
-    /* Without a range too: the model is checked before the range. */
-    api_err(&Q, "POST", "/kylin/api/models/full/segments", "{\"project\":\"p1\"}", 400, "QL-00013",
-            "full-load model");
+    api_err(&Q, "POST", "/kylin/api/models/full/segments", body, 409, "KE-010022202", "overlaps");
+    wait_job_state(&Q, "p1", job, "SUCCEED", 30000);
+    api_err(&Q, "POST", "/kylin/api/models/full/segments", "{\"project\":\"p1\"}", 409,
+            "KE-010022202", "overlaps");
     json_t *segs = api_ok(&Q, "GET", "/kylin/api/models/full/segments?project=p1", NULL);
-    cr_assert_eq(jint(segs, "total_size"), 0, "a refused build leaves no segment");
+    cr_assert_eq(jint(segs, "total_size"), 1);
+    json_t *s0 = json_array_get(json_object_get(segs, "value"), 0);
+    cr_assert_str_eq(jstr(s0, "name"), "FULL_BUILD");
+    cr_assert_eq(jint(s0, "start"), 0);
+    cr_assert_eq(jint(s0, "end"), INT64_MAX);
+    snprintf(body, sizeof body, "{\"project\":\"p1\",\"type\":\"REFRESH\",\"ids\":[\"%s\"]}",
+             jstr(s0, "id"));
     json_decref(segs);
-    json_t *d = api_ok(&Q, "GET", "/kylin/api/jobs?project=p1", NULL);
-    cr_assert_eq(jint(d, "total_size"), 0, "a refused build leaves no job");
+    d = api_ok(&Q, "PUT", "/kylin/api/models/full/segments", body);
+    cr_assert_str_eq(jstr(json_array_get(json_object_get(d, "jobs"), 0), "job_name"),
+                     "INDEX_REFRESH");
     json_decref(d);
 }
 

@@ -44,7 +44,7 @@ static void run_parser(const char *route, const char *body, size_t len) {
         check_refusal(rc, &err);
         if (!rc && ql_meta_check_name("name", r.name, NULL))
             __builtin_trap();
-        json_decref(r.root);
+        ql_api_project_req_free(&r);
     }
     if (!route || !strcmp(route, "projects.config")) {
         ql_api_config_req_t r;

@@ -471,12 +471,28 @@ Test(submission, a_missing_model_or_project) {
     cr_assert(ql_id_eq(&a.model, &w.east));
 }
 
-Test(submission, a_full_load_model_takes_no_build) {
+/* Kylin's full build: the whole range whatever the request gives, and Kylin's yarn_queue and
+ * tag kept with the job; a second one overlaps the first. */
+Test(submission, a_full_load_model_builds_its_whole_range_once) {
     ql_submission_req_t req = build_req("full", BASE, BASE + DAY);
-    answer_t a = refused_early(&req, QL_EFULLLOAD);
-    cr_assert_str_eq(a.err.msg, "model 'full' is a full-load model (no partition column): "
-                                "incremental builds need a partitioned model");
+    req.yarn_queue = "root.full";
+    req.tag = "{\"k\":1}";
+    answer_t a = submit(&req);
+    cr_assert_eq(a.status, 0, "%s", a.err.msg);
     cr_assert(ql_id_eq(&a.model, &w.full), "the model was found");
+    cr_assert_eq(a.n_jobs, 1);
+    ql_job_t j = get_job(&a.jobs[0]);
+    cr_assert_str_eq(j.type, "INC_BUILD");
+    cr_assert(j.has_range);
+    cr_assert_eq(j.range_start, 0);
+    cr_assert_eq(j.range_end, QL_RANGE_FULL_END);
+    cr_assert_str_eq(j.yarn_queue, "root.full");
+    cr_assert_str_eq(j.tag, "{\"k\":1}");
+    ql_job_free(&j);
+    req.has_range = false;
+    a = submit(&req);
+    cr_assert_eq(a.status, QL_ESEGOVERLAP, "%s", a.err.msg);
+    cr_assert(a.written, "refused by the store's rule, in the write");
 }
 
 Test(submission, a_build_the_store_refuses_is_answered_once_and_wakes_nobody) {

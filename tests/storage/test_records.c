@@ -215,6 +215,35 @@ Test(records, job_round_trip) {
     ql_buf_free(&buf);
 }
 
+/* Kylin's yarn_queue and tag round-trip; a job without them is written without their keys, as
+ * before they existed (older builds keep the keys of a job that has them as extra, like any
+ * field they do not know: unknown_fields_survive_a_rewrite). */
+Test(records, job_yarn_queue_and_tag_only_when_given) {
+    ql_job_t j = {0};
+    j.id = make_id(6);
+    strcpy(j.project, "sales");
+    strcpy(j.type, "INC_BUILD");
+    j.n_steps = 1;
+    ql_buf_t plain = {0}, tagged = {0};
+    cr_assert_eq(ql_job_encode(&j, &plain), 0);
+    cr_assert_null(memmem(plain.data, plain.len, "yarn_queue", 10), "no key when not given");
+    cr_assert_null(memmem(plain.data, plain.len, "\xa3tag", 4), "no key when not given");
+    strcpy(j.yarn_queue, "root.etl");
+    strcpy(j.tag, "{\"team\":\"bi\"}");
+    cr_assert_eq(ql_job_encode(&j, &tagged), 0);
+    ql_job_t q;
+    cr_assert_eq(ql_job_decode(tagged.data, tagged.len, 0, &q), 0);
+    cr_assert_str_eq(q.yarn_queue, "root.etl");
+    cr_assert_str_eq(q.tag, "{\"team\":\"bi\"}");
+    ql_job_free(&q);
+    cr_assert_eq(ql_job_decode(plain.data, plain.len, 0, &q), 0);
+    cr_assert_str_eq(q.yarn_queue, "");
+    cr_assert_str_eq(q.tag, "");
+    ql_job_free(&q);
+    ql_buf_free(&plain);
+    ql_buf_free(&tagged);
+}
+
 Test(records, step_round_trip) {
     ql_step_t s = {0};
     s.job = make_id(12);

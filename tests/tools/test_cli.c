@@ -1254,3 +1254,57 @@ Test(cli, real_server_session, .init = server_start, .fini = server_stop, .timeo
     run_free(&r);
     free(job);
 }
+
+/* A full-load model through the CLI: its build needs no range and keeps Kylin's yarn_queue and
+ * tag, which `job show` prints; a second build is refused (the overlap, exit 1); a refresh by
+ * the segment's name rebuilds it, and a delete by that name removes it. */
+Test(cli, full_build_with_kylin_fields, .init = server_start, .fini = server_stop, .timeout = 180) {
+    run_t r;
+    RUN(&r, "project", "create", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "create", "-p", "demo", "dates");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "build", "-q", "-p", "demo", "-m", "dates", "--yarn-queue", "root.cli",
+        "--tag", "nightly");
+    EXPECT_EXIT(&r, 0);
+    char *job = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", job, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "show", job);
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "root.cli");
+    EXPECT_IN(r.out, "nightly");
+    run_free(&r);
+    RUN(&r, "segment", "build", "-p", "demo", "-m", "dates");
+    EXPECT_EXIT(&r, 1);
+    EXPECT_IN(r.err, "KE-010022202");
+    run_free(&r);
+    RUN(&r, "segment", "build", "-p", "demo", "-m", "dates", "--start", "2020-01-01");
+    EXPECT_EXIT(&r, 2); /* --start without --end */
+    run_free(&r);
+    RUN(&r, "segment", "refresh", "-q", "-p", "demo", "-m", "dates", "FULL_BUILD", "--tag",
+        "again");
+    EXPECT_EXIT(&r, 0);
+    char *refresh = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", refresh, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "list", "-p", "demo", "--json");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "\"tag\": \"again\"");
+    run_free(&r);
+    RUN(&r, "segment", "delete", "-p", "demo", "-m", "dates", "FULL_BUILD");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "list", "-p", "demo", "-m", "dates");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.err, "no segments");
+    run_free(&r);
+    free(refresh);
+    free(job);
+}

@@ -229,7 +229,8 @@ bool ql_job_type_valid(const char *name);
 
 /* The well-known parameter names, NULL-terminated: QILIN_JOB_ID, QILIN_JOB_TYPE,
  * QILIN_PROJECT, QILIN_MODEL, QILIN_SEGMENT_ID, QILIN_SEGMENT_START, QILIN_SEGMENT_END,
- * QILIN_SEGMENT_START_FMT, QILIN_SEGMENT_END_FMT, QILIN_STEP_ID. */
+ * QILIN_SEGMENT_START_FMT, QILIN_SEGMENT_END_FMT, QILIN_STEP_ID, QILIN_YARN_QUEUE, QILIN_TAG
+ * (Kylin's yarn_queue and tag of the request that made the job; "" when it gave none). */
 extern const char *const ql_template_wellknown[];
 
 /* True when name is a valid custom parameter name: [A-Za-z_][A-Za-z0-9_]{0,63}, not

@@ -8,8 +8,8 @@
  *
  * DESIGN.
  * - One call, one answer. ql_submission_submit() reads the project and the model once, in one
- *   read transaction, and decodes them once; checks what needs them (a build needs a
- *   partitioned model and a range, which it normalizes with the model's partition format in the
+ *   read transaction, and decodes them once; checks what needs them (a build of a
+ *   partitioned model needs a range, which it normalizes with the model's partition format in the
  *   project's time zone, with the zones and ICU formats the service keeps); prepares an ad-hoc
  *   job's steps and parameters; then queues ONE writer mutation that creates every job the
  *   request asks for (ql_submit_fn for each: a refresh of n segments creates n jobs), all or
@@ -68,6 +68,9 @@ typedef struct ql_submission_req {
      * parameters. Its project, model and priority are the fields of this request. */
     const ql_adhoc_job_t *adhoc;
     int priority;
+    /* Kylin's yarn_queue and tag (the tag as compact JSON text), kept with every job the
+     * request creates; NULL: none */
+    const char *yarn_queue, *tag;
     const char *submitter; /* NULL: ADMIN */
     int64_t now;           /* the jobs' create time, epoch ms */
 } ql_submission_req_t;
@@ -103,8 +106,9 @@ void ql_submission_free(ql_submission_t *s);
  * no request, a kind out of range), and then done never runs.
  *
  * Errors (the code; the message says what, in the REST API's words): the store unreadable;
- * the project's and the model's lookup (ql_submission_get_model); QL_EFULLLOAD for a build of a
- * full-load model; QL_ENORANGE for a build without a range; the normalization's errors
+ * the project's and the model's lookup (ql_submission_get_model); QL_ENORANGE for a build of a
+ * partitioned model without a range (a full-load model's build is its full build, whatever range
+ * it gives); the normalization's errors
  * (ql_submit_normalize); QL_EINVAL for a range that starts in a period before the epoch in the
  * project's zone, an ad-hoc job without a definition, a refresh without segments; an ad-hoc
  * job's steps and parameters (ql_job_steps_from_defs, QL_EINVAL naming `type` when the

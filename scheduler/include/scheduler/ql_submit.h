@@ -44,6 +44,7 @@ typedef struct ql_submit_op {
     const char *submitter;
     int64_t now;
     uint64_t fence; /* the dispatcher's fencing token (refused once the lock moved on); 0: none */
+    const char *yarn_queue, *tag; /* kept with the job (ql_job_spec_t); NULL: none */
     /* out */
     ql_id_t job;
     ql_id_t segment;

@@ -68,12 +68,18 @@ typedef struct ql_job_spec {
     const char *params; /* an ad-hoc job's encoded custom parameters (ql_job_t.params); NULL:
                            none */
     size_t params_len;
+    /* Kylin's yarn_queue and tag (the tag as compact JSON text); NULL or "": none. At most
+     * QL_JOB_QUEUE_MAX and QL_JOB_TAG_MAX bytes (QL_EINVAL naming the field). */
+    const char *yarn_queue;
+    const char *tag;
 } ql_job_spec_t;
 
 /*
  * An incremental build of [start, end) (already normalized with the partition format) on a
- * model: checks, in order, that the model exists (QL_ENOTFOUND), is partitioned (QL_EFULLLOAD),
- * the range is within the store's bounds (QL_EINVAL naming start or end, ql_meta_check_range)
+ * model: checks, in order, that the model exists (QL_ENOTFOUND); on a full-load model, that the
+ * range is the full one [0, QL_RANGE_FULL_END) (QL_EFULLLOAD otherwise: a full build), on a
+ * partitioned one that the range is within the store's bounds (QL_EINVAL naming start or end,
+ * ql_meta_check_range)
  * and not empty (QL_EEMPTYRANGE), no segment of the model overlaps it, whatever its
  * status (QL_ESEGOVERLAP, KE-010022202), and no non-final job of the model targets an
  * overlapping range (QL_EJOBCONFLICT, KE-010032206); then creates a NEW segment and an

@@ -46,6 +46,10 @@
 #define QL_STEP_SERVER_ID_MAX 200 /* a qilin.server.id (config/config_table.c bounds it) */
 /* A server's API address, "host:port" or "[v6]:port": a DNS name (253) and the rest. */
 #define QL_STEP_SERVER_ADDR_MAX 263
+/* Kylin's yarn_queue and tag of a job (docs/rest.md, Kylin's optional fields): kept as given,
+ * the tag as the compact JSON text of whatever value the client sent. */
+#define QL_JOB_QUEUE_MAX 255
+#define QL_JOB_TAG_MAX 1023
 
 /* Record format version written by this build. */
 #define QL_RECORD_VERSION 1
@@ -210,6 +214,10 @@ typedef struct ql_job {
     uint64_t fence;      /* token of the scheduler that last moved it (docs/design/cluster.md) */
     char *params;        /* owned, may be NULL: encoded parameters of an ad-hoc job */
     size_t params_len;
+    /* Kylin's optional fields of the request that created it ("": not given); stored only
+     * when given, so records without them are unchanged */
+    char yarn_queue[QL_JOB_QUEUE_MAX + 1];
+    char tag[QL_JOB_TAG_MAX + 1]; /* compact JSON text of the client's value */
     ql_extra_t extra;
 } ql_job_t;
 
