@@ -333,6 +333,10 @@ int ql_job_put(ql_txn_t *t, const ql_job_t *j) {
     return t->ops->job_put(t, j);
 }
 
+int ql_job_delete(ql_txn_t *t, const ql_id_t *id) {
+    return t->ops->job_delete(t, id);
+}
+
 int ql_job_foreach_state(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg) {
     return t->ops->job_foreach_state(t, state, cb, arg);
 }

@@ -455,6 +455,7 @@ static const store_ops_t lmdb_ops = {
     .segment_count = lmdb_segment_count,
     .job_get = lmdb_job_get,
     .job_put = lmdb_job_put,
+    .job_delete = lmdb_job_delete,
     .job_foreach_state = lmdb_job_foreach_state,
     .job_foreach_state_ref = lmdb_job_foreach_state_ref,
     .job_foreach_model = lmdb_job_foreach_model,

@@ -76,6 +76,7 @@ typedef struct store_ops {
 
     int (*job_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
     int (*job_put)(ql_txn_t *t, const ql_job_t *j);
+    int (*job_delete)(ql_txn_t *t, const ql_id_t *id);
     int (*job_foreach_state)(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
     int (*job_foreach_state_ref)(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
     int (*job_foreach_model)(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);

@@ -318,6 +318,14 @@ int ql_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out);
 int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out);
 /* Inserts or updates (by id) a job and all of its index entries and counts. */
 int ql_job_put(ql_txn_t *txn, const ql_job_t *j);
+/* Deletes a job with its index entries and counts, its steps and their stored outputs, in txn;
+ * QL_ENOTFOUND when there is no such job. Whatever the job's state: the rules (only final jobs
+ * may go, and why) are the callers' (ql_meta_delete_jobs, ql_meta_purge_jobs). The step logs on
+ * disk are not transactional: remove them with ql_store_remove_job_logs once txn committed. */
+int ql_job_delete(ql_txn_t *txn, const ql_id_t *id);
+/* Removes the step logs of a job kept by this host, <data directory>/logs/<job>/ and the files
+ * in it; 0 when there were none. Blocks for the file system (a few unlinks). */
+int ql_store_remove_job_logs(ql_store_t *store, const ql_id_t *job);
 typedef int (*ql_job_cb)(const ql_job_t *j, void *arg);
 /* Jobs in state, in (priority, create time) order: what the fetcher picks. */
 int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
