@@ -155,6 +155,8 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
                      (unsigned long long)ds.submit_failures);
     metric_u64(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.",
                as.actions);
+    metric_u64(b, "qilin_jobs_deleted_total", "counter",
+               "Final jobs deleted through the API (DELETE /jobs).", as.jobs_deleted);
 }
 
 static void write_engine(ql_api_t *api, ql_api_sb_t *b) {

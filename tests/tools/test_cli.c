@@ -427,13 +427,14 @@ TestSuite(cli, .init = setup_none, .fini = teardown_none, .timeout = 120);
 Test(cli, group_help_names_commands) {
     static const struct {
         const char *group;
-        const char *cmds[10];
+        const char *cmds[11];
     } groups[] = {
         {"project", {"create", "list", "config", "auto-build"}},
         {"model", {"create", "list", "status", "auto-build"}},
         {"segment", {"build", "list", "merge", "refresh", "delete"}},
         {"job",
-         {"list", "show", "pause", "resume", "discard", "restart", "logs", "submit", "wait"}},
+         {"list", "show", "pause", "resume", "discard", "restart", "logs", "delete", "submit",
+          "wait"}},
         {"auto-build", {"status"}},
     };
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
@@ -1252,4 +1253,89 @@ Test(cli, real_server_session, .init = server_start, .fini = server_stop, .timeo
     EXPECT_EXIT(&r, 3);
     run_free(&r);
     free(job);
+}
+
+/* Waits until the job's status (GET /jobs) is status, through `qilin job show`. */
+static void wait_status(const char *job, const char *status) {
+    int64_t deadline = mono_ms() + 30000;
+    for (;;) {
+        run_t r;
+        RUN(&r, "job", "show", job, "--json");
+        EXPECT_EXIT(&r, 0);
+        json_error_t je;
+        json_t *j = json_loads(r.out, 0, &je);
+        cr_assert_not_null(j, "not JSON: %s", r.out);
+        const char *st =
+            json_string_value(json_object_get(json_object_get(j, "job"), "job_status"));
+        bool there = st && !strcmp(st, status);
+        json_decref(j);
+        run_free(&r);
+        if (there)
+            return;
+        cr_assert(mono_ms() < deadline, "job %s is not %s within 30 s", job, status);
+        poll(NULL, 0, 20);
+    }
+}
+
+Test(cli, job_delete_removes_final_jobs, .init = server_start, .fini = server_stop,
+     .timeout = 180) {
+    run_t r;
+    RUN(&r, "project", "create", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "create", "-p", "demo", "orders", "--partition-column", "DT",
+        "--partition-format", "yyyy-MM-dd");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "build", "-q", "-p", "demo", "-m", "orders", "--start", "2020-01-01",
+        "--end", "2020-01-02");
+    EXPECT_EXIT(&r, 0);
+    char *built = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", built, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    char def[400];
+    snprintf(def, sizeof def, "%s/nap.yaml", g_home);
+    write_file(def,
+               "project: demo\ntype: NAP\nsteps:\n  - {name: nap, kind: sleep, duration: 1h}\n",
+               0644);
+    RUN(&r, "job", "submit", "-q", def);
+    EXPECT_EXIT(&r, 0);
+    char *nap = first_line(r.out);
+    run_free(&r);
+    wait_status(nap, "RUNNING");
+
+    RUN(&r, "job", "delete");
+    EXPECT_EXIT(&r, 2); /* neither ids nor --status */
+    run_free(&r);
+    RUN(&r, "job", "delete", built, nap);
+    EXPECT_EXIT(&r, 1);
+    EXPECT_IN(r.err, "QL-00007");
+    EXPECT_IN(r.err, nap);
+    run_free(&r);
+    RUN(&r, "job", "show", built);
+    EXPECT_EXIT(&r, 0); /* nothing was deleted */
+    run_free(&r);
+    RUN(&r, "job", "delete", built);
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "deleted 1 job");
+    run_free(&r);
+    RUN(&r, "job", "show", built, "-p", "demo");
+    EXPECT_EXIT(&r, 1);
+    run_free(&r);
+
+    RUN(&r, "job", "discard", nap, "-p", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    wait_status(nap, "DISCARDED");
+    RUN(&r, "job", "delete", "-p", "demo", "--status", "FINISHED,DISCARDED");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "list", "-p", "demo", "--all-time", "--json");
+    EXPECT_EXIT(&r, 0);
+    cr_assert_null(strstr(r.out, nap), "%s", r.out);
+    run_free(&r);
+    free(built);
+    free(nap);
 }
