@@ -155,8 +155,15 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
                      (unsigned long long)ds.submit_failures);
     metric_u64(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.",
                as.actions);
-    metric_u64(b, "qilin_jobs_deleted_total", "counter",
-               "Final jobs deleted through the API (DELETE /jobs).", as.jobs_deleted);
+    metric(b, "qilin_jobs_deleted_total", "counter",
+           "Final jobs deleted with their steps, outputs and logs: through the API (DELETE "
+           "/jobs), and by retention past "
+           "kylin.garbage.storage.executable-survival-time-threshold.");
+    ql_api_sb_printf(b,
+                     "qilin_jobs_deleted_total{source=\"api\"} %llu\n"
+                     "qilin_jobs_deleted_total{source=\"retention\"} %llu\n",
+                     (unsigned long long)as.jobs_deleted,
+                     (unsigned long long)ql_node_retention_removed(api->node));
 }
 
 static void write_engine(ql_api_t *api, ql_api_sb_t *b) {

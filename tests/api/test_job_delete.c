@@ -98,7 +98,8 @@ Test(job_delete, final_jobs_go_and_live_ones_refuse) {
 
     resp_t r = http_req(&Q, "GET", "/metrics", NULL, NULL, NULL);
     cr_assert_eq(r.status, 200);
-    cr_assert(strstr(r.body, "qilin_jobs_deleted_total 1\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "qilin_jobs_deleted_total{source=\"api\"} 1\n"), "%s", r.body);
+    cr_assert(strstr(r.body, "qilin_jobs_deleted_total{source=\"retention\"} 0\n"), "%s", r.body);
     resp_free(&r);
 }
 

@@ -35,6 +35,7 @@
 #include "config/ql_config.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_lock.h"
+#include "scheduler/ql_retention.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/ql_submission.h"
 
@@ -106,6 +107,9 @@ ql_log_t *ql_node_log(ql_node_t *n);
 /* NULL unless this node schedules (mode all/job and the lock is held). */
 ql_sched_t *ql_node_sched(ql_node_t *n);
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n);
+/* Final jobs this node's retention deleted since it started, over all its holdings of the job
+ * engine lock (ql_retention.h; only a master runs retention). */
+uint64_t ql_node_retention_removed(const ql_node_t *n);
 /* The submission service every client's new job goes through (ql_submission.h), in every mode
  * (a query-only server refuses writes in its API; the service's cache still checks formats).
  * It wakes the scheduler after each committed submission. Borrowed for the node's life. */
