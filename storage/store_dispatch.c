@@ -333,6 +333,14 @@ int ql_job_put(ql_txn_t *t, const ql_job_t *j) {
     return t->ops->job_put(t, j);
 }
 
+int ql_model_delete(ql_txn_t *t, const ql_id_t *id) {
+    return t->ops->model_delete(t, id);
+}
+
+int ql_project_delete(ql_txn_t *t, const char *name) {
+    return t->ops->project_delete(t, name);
+}
+
 int ql_job_delete(ql_txn_t *t, const ql_id_t *id) {
     return t->ops->job_delete(t, id);
 }

@@ -56,6 +56,7 @@ typedef struct store_ops {
     int (*project_put)(ql_txn_t *t, const ql_project_t *p);
     int (*project_foreach)(ql_txn_t *t, ql_project_cb cb, void *arg);
     int (*project_count)(ql_txn_t *t, uint64_t *out);
+    int (*project_delete)(ql_txn_t *t, const char *name);
 
     int (*model_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
     int (*model_exists)(ql_txn_t *t, const ql_id_t *id);
@@ -64,6 +65,7 @@ typedef struct store_ops {
     int (*model_put)(ql_txn_t *t, const ql_model_t *m);
     int (*model_foreach)(ql_txn_t *t, const char *project, ql_model_cb cb, void *arg);
     int (*model_count)(ql_txn_t *t, const char *project, uint64_t *out);
+    int (*model_delete)(ql_txn_t *t, const ql_id_t *id);
 
     int (*segment_get)(ql_txn_t *t, const ql_id_t *id, ql_segment_t *out);
     int (*segment_exists)(ql_txn_t *t, const ql_id_t *id);

@@ -43,6 +43,8 @@ typedef enum pg_stmt {
     S_JOB_UPDATE,
     S_JOB_DELETE,
     S_JOB_MODEL,
+    S_MODEL_DELETE,
+    S_PROJ_DELETE,
     S_JOB_COUNT,
     S_JOB_COUNT_ALL,
     S_STEP_GET,
@@ -220,6 +222,8 @@ int pg_project_get(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *
 int pg_project_put(ql_txn_t *t, const ql_project_t *p);
 int pg_project_foreach(ql_txn_t *t, ql_project_cb cb, void *arg);
 int pg_project_count(ql_txn_t *t, uint64_t *out);
+int pg_project_delete(ql_txn_t *t, const char *name);
+int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
 int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,

@@ -274,6 +274,9 @@ typedef int (*ql_project_cb)(const ql_project_t *p, void *arg);
 /* Projects in name order (the record is borrowed for the callback's duration). */
 int ql_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg);
 int ql_project_count(ql_txn_t *txn, uint64_t *out);
+/* Deletes an empty project: QL_ENOTFOUND when there is none; QL_EINVAL while it still has models
+ * or jobs (ql_project_drop, engine/ql_jobs.h, removes them first). */
+int ql_project_delete(ql_txn_t *txn, const char *name);
 
 /* ---- models ---- */
 
@@ -289,6 +292,9 @@ typedef int (*ql_model_cb)(const ql_model_t *m, void *arg);
 /* Models of a project in name order (record borrowed for the callback). */
 int ql_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg);
 int ql_model_count(ql_txn_t *txn, const char *project, uint64_t *out);
+/* Deletes a model with its name entry and count: QL_ENOTFOUND when there is none; QL_EINVAL
+ * while it still has segments or jobs (ql_model_drop, engine/ql_jobs.h, removes them first). */
+int ql_model_delete(ql_txn_t *txn, const ql_id_t *id);
 
 /* ---- segments ---- */
 
