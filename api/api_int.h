@@ -402,6 +402,8 @@ int ql_api_routes_segments(ql_api_t *api);
 int ql_api_routes_jobs(ql_api_t *api);
 int ql_api_routes_job_actions(ql_api_t *api);
 int ql_api_routes_job_delete(ql_api_t *api);
+int ql_api_routes_lifecycle(ql_api_t *api);
+int ql_api_routes_lifecycle(ql_api_t *api);
 int ql_api_routes_adhoc(ql_api_t *api);
 int ql_api_routes_status(ql_api_t *api);
 int ql_api_routes_ui(ql_api_t *api);
