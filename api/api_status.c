@@ -201,6 +201,21 @@ static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
         metric_u64(b, "qilin_store_file_bytes", "gauge", "Size of the store's data file.",
                    st.file_bytes);
     }
+    ql_node_space_t sp;
+    if (ql_node_space_measure(ql_node_store(api->node), &sp) == 0) {
+        metric(b, "qilin_store_map_used_ratio", "gauge",
+               "Pages of the store in use over qilin.storage.map-size (0 without a map).");
+        ql_api_sb_printf(b, "qilin_store_map_used_ratio %.4f\n", sp.map_ratio);
+        metric_u64(b, "qilin_store_disk_free_bytes", "gauge",
+                   "Free space of the data directory's file system.", sp.disk_free);
+        metric(b, "qilin_store_space_warning", "gauge",
+               "1 when the store passed 80% of qilin.storage.map-size (map) or its disk is nearly "
+               "full (disk: under 5% or 1 GiB free).");
+        ql_api_sb_printf(b,
+                         "qilin_store_space_warning{kind=\"map\"} %d\n"
+                         "qilin_store_space_warning{kind=\"disk\"} %d\n",
+                         sp.map_warning, sp.disk_warning);
+    }
 }
 
 static void write_http(ql_api_t *api, ql_api_sb_t *b) {

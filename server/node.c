@@ -28,6 +28,8 @@ struct ql_node {
     ql_dispatcher_t *dispatcher;
     ql_retention_t *retention;   /* the master's deletion of old final jobs; NULL: off */
     uint64_t retention_removed;  /* jobs deleted by the retention tasks this node freed */
+    ql_node_space_t space;       /* the last measure of the store's fullness */
+    int64_t space_checked_ms;    /* when (monotonic), 0: never */
     ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
     node_changes_t *changes;     /* other servers' writes wake the scheduler (node_changes.h) */
     uv_async_t wake;
@@ -314,6 +316,15 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
                "freed the store's reader slots of dead processes count=%d reason=\"a process "
                "died inside a read transaction; its slot kept old pages from reuse\"",
                cleared);
+    int64_t mono = ql_clock_mono_ms(n->clock);
+    if (!n->space_checked_ms || mono - n->space_checked_ms >= QL_SPACE_CHECK_MS) {
+        ql_node_space_t now;
+        if (ql_node_space_measure(n->store, &now) == 0) {
+            ql_node_space_log(n->opts.log, ql_store_path(n->store), &n->space, &now);
+            n->space = now;
+        }
+        n->space_checked_ms = mono ? mono : 1;
+    }
     if (n->sched) {
         char buf[160];
         const char *why = holding_lost(n, buf, sizeof buf);

@@ -90,6 +90,10 @@ void ql_store_close(ql_store_t *s) {
         s->ops->close(s);
 }
 
+int ql_store_compact(ql_store_t *s, const char *dir) {
+    return s->ops->compact ? s->ops->compact(s, dir) : UV_ENOTSUP;
+}
+
 const char *ql_store_path(const ql_store_t *s) {
     return s->path;
 }

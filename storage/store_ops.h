@@ -28,6 +28,8 @@ typedef struct store_ops {
     void (*close)(ql_store_t *s);
     int (*maintain)(ql_store_t *s, int *cleared);
     int (*stat)(ql_store_t *s, ql_store_stat_t *out);
+    /* ql_store_compact; NULL: the backend has no file of its own to compact (PostgreSQL). */
+    int (*compact)(ql_store_t *s, const char *dir);
     int (*fsck)(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
     /* ql_store_lock_open; NULL: the backend has no job engine lock of its own (LMDB). */
     int (*lock_open)(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,

@@ -214,3 +214,35 @@ Test(lifecycle, deleting_a_project_asks_before_discarding) {
     api_err(&Q, "DELETE", "/kylin/api/projects/p1?discard_jobs=maybe", NULL, 400, "QL-00003",
             "discard_jobs");
 }
+
+static bool metrics_have(const char *needle) {
+    resp_t r = http_req(&Q, "GET", "/metrics", NULL, NULL, NULL);
+    cr_assert_eq(r.status, 200);
+    bool has = r.body && strstr(r.body, needle) != NULL;
+    resp_free(&r);
+    return has;
+}
+
+Test(lifecycle, a_store_past_80_percent_of_its_map_is_warned_about) {
+    qd_stop_ok(&Q, 20000);
+    qd_cleanup(&Q);
+    qd_init(&Q);
+    const char *args[] = {"--set", "qilin.storage.map-size=1MiB", NULL};
+    qd_start(&Q, args);
+    cr_assert(metrics_have("qilin_store_space_warning{kind=\"map\"} 0\n"));
+    cr_assert(metrics_have("qilin_store_map_used_ratio 0."));
+    static char body[4200];
+    bool warned = false;
+    for (int i = 0; i < 400 && !warned; i++) {
+        int n = snprintf(body, sizeof body, "{\"name\":\"q%d\",\"description\":\"", i);
+        memset(body + n, 'd', 4000);
+        snprintf(body + n + 4000, sizeof body - (size_t)n - 4000, "\"}");
+        resp_t r = http_req(&Q, "POST", "/kylin/api/projects", body, NULL, NULL);
+        cr_assert(r.status == 200 || r.status == 507, "%ld %s", r.status, r.body);
+        resp_free(&r);
+        if (i % 20 == 19)
+            warned = metrics_have("qilin_store_space_warning{kind=\"map\"} 1\n");
+    }
+    cr_assert(warned, "/metrics warns once the store passes 80%% of its map");
+    wait_log(&Q, "the store passed 80% of qilin.storage.map-size", 30000);
+}

@@ -1339,3 +1339,78 @@ Test(cli, job_delete_removes_final_jobs, .init = server_start, .fini = server_st
     free(built);
     free(nap);
 }
+
+/* A store grown by jobs with large outputs, then emptied of most of them: the compacted copy is
+ * smaller, holds what was kept, and is clean. */
+Test(cli, store_compact_writes_a_smaller_clean_copy) {
+    ql_test_require_backend("lmdb");
+    char data[256];
+    ql_test_tmpdir(data, sizeof data, "qilin-compact");
+    ql_store_t *store;
+    ql_test_store_open(data, &store);
+    ql_err_t err;
+    ql_id_t model;
+    cr_assert_eq(ql_test_create_daily_model(store, "p", "m", &model, &err), 0, "%s", err.msg);
+    static const ql_step_spec_t steps[1] = {{.name = "s", .kind = "noop"}};
+    static char text[16384];
+    memset(text, 'x', sizeof text);
+    enum { N = 600 };
+    ql_id_t ids[N];
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    for (int i = 0; i < N; i++) {
+        ql_job_spec_t spec = {.priority = 3,
+                              .submitter = "ADMIN",
+                              .now = 1788220800000LL + i,
+                              .steps = steps,
+                              .n_steps = 1};
+        int64_t s = (int64_t)i * 86400000LL;
+        cr_assert_eq(ql_meta_submit_build(t, &model, s, s + 86400000LL, &spec, &ids[i], NULL, &err),
+                     0, "%s", err.msg);
+        cr_assert_eq(ql_output_put(t, &ids[i], 0, text, sizeof text), 0);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    /* Every job but the last is deleted (the records only: this test is about the file). */
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    for (int i = 0; i < N - 1; i++) {
+        cr_assert_eq(ql_job_delete(t, &ids[i]), 0);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_store_close(store);
+
+    run_t r;
+    RUN(&r, "store", "compact", data);
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "saved");
+    run_free(&r);
+    char path[400];
+    struct stat before, after;
+    snprintf(path, sizeof path, "%s/data.mdb", data);
+    cr_assert_eq(stat(path, &before), 0);
+    snprintf(path, sizeof path, "%s/compact/data.mdb", data);
+    cr_assert_eq(stat(path, &after), 0);
+    cr_assert_lt(after.st_size * 4, before.st_size, "%lld vs %lld", (long long)after.st_size,
+                 (long long)before.st_size);
+
+    /* The copy is a store: the kept job and its output are there, and fsck is clean. */
+    snprintf(path, sizeof path, "%s/compact", data);
+    ql_store_t *copy;
+    ql_test_store_open(path, &copy);
+    cr_assert_eq(ql_txn_begin(copy, false, &t), 0);
+    char *out = NULL;
+    size_t len = 0;
+    cr_assert_eq(ql_output_get(t, &ids[N - 1], 0, &out, &len), 0);
+    cr_assert_eq(len, sizeof text);
+    free(out);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &ids[0], 0, &j), QL_ENOTFOUND);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(copy);
+    ql_store_close(copy);
+
+    /* A second run refuses to overwrite the copy. */
+    RUN(&r, "store", "compact", data);
+    EXPECT_EXIT(&r, 2);
+    EXPECT_IN(r.err, "exists");
+    run_free(&r);
+}

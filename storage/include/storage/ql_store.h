@@ -100,6 +100,12 @@ typedef struct ql_store_stat {
     uint64_t file_bytes; /* size of the data file on disk */
 } ql_store_stat_t;
 int ql_store_stat(ql_store_t *store, ql_store_stat_t *out);
+/* Writes a compacted copy of the store into the existing, empty folder dir (LMDB's data.mdb
+ * without its free pages: LMDB reuses freed pages but never gives them back, so the file never
+ * shrinks by itself). The copy is one read transaction: consistent, and safe beside writers.
+ * UV_ENOTSUP on PostgreSQL (VACUUM FULL is the database's own tool); an I/O error or a full disk
+ * as a negative code. Blocks for as long as the copy takes. */
+int ql_store_compact(ql_store_t *store, const char *dir);
 
 /* Whether servers on other hosts may share this store: true for PostgreSQL, where a step's
  * recorded server (ql_step_t.server_id) says which host its processes and its log are on;
