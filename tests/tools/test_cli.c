@@ -1414,3 +1414,73 @@ Test(cli, store_compact_writes_a_smaller_clean_copy) {
     EXPECT_IN(r.err, "exists");
     run_free(&r);
 }
+
+Test(cli, project_and_model_lifecycle, .init = server_start, .fini = server_stop, .timeout = 180) {
+    run_t r;
+    RUN(&r, "project", "create", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "create", "-p", "demo", "orders", "--partition-column", "DT",
+        "--partition-format", "yyyy-MM-dd");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "build", "-q", "-p", "demo", "-m", "orders", "--start", "2020-01-01",
+        "--end", "2020-01-02");
+    EXPECT_EXIT(&r, 0);
+    char *built = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", built, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+
+    RUN(&r, "model", "rename", "-p", "demo", "orders", "sales_orders");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "list", "-p", "demo");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "sales_orders");
+    run_free(&r);
+    RUN(&r, "model", "partition", "-p", "demo", "sales_orders", "--full-load", "--column", "X");
+    EXPECT_EXIT(&r, 2);
+    run_free(&r);
+    RUN(&r, "model", "partition", "-p", "demo", "sales_orders", "--column", "DAY", "--format",
+        "yyyyMMdd");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "1 segments were purged");
+    run_free(&r);
+    RUN(&r, "segment", "list", "-p", "demo", "-m", "sales_orders", "--json");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "\"total_size\": 0");
+    run_free(&r);
+    RUN(&r, "model", "delete", "-p", "demo", "sales_orders");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "show", built, "-p", "demo");
+    EXPECT_EXIT(&r, 1); /* the model's jobs went with it */
+    run_free(&r);
+
+    /* A project with a running job: refused, then deleted with --discard-jobs. */
+    char def[400];
+    snprintf(def, sizeof def, "%s/nap.yaml", g_home);
+    write_file(def,
+               "project: demo\ntype: NAP\nsteps:\n  - {name: nap, kind: sleep, duration: 1h}\n",
+               0644);
+    RUN(&r, "job", "submit", "-q", def);
+    EXPECT_EXIT(&r, 0);
+    char *nap = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "project", "delete", "demo");
+    EXPECT_EXIT(&r, 1);
+    EXPECT_IN(r.err, "QL-00007");
+    run_free(&r);
+    RUN(&r, "project", "delete", "demo", "--discard-jobs");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "deleted project demo");
+    run_free(&r);
+    RUN(&r, "project", "list");
+    EXPECT_EXIT(&r, 0);
+    cr_assert_null(strstr(r.out, "demo"), "%s", r.out);
+    run_free(&r);
+    free(built);
+    free(nap);
+}
