@@ -7,28 +7,27 @@
 #include <string.h>
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: qilin COMMAND [ARGS...]\n"
-            "\n"
-            "Talk to a Qilin server (see --help of each):\n"
-            "  project     create, list and configure projects\n"
-            "  model       create, list and configure models\n"
-            "  segment     build, list, merge, refresh and delete segments\n"
-            "  job         list, show, pause, resume, discard, restart jobs; step logs\n"
-            "  auto-build  the automatic segment build status of a model\n"
-            "\n"
-            "Work on local files:\n"
-            "  sim         replay scenarios on a virtual clock (the simulation harness)\n"
-            "  fsck        check a store's invariants\n"
-            "  store       create or upgrade a PostgreSQL store's schema; compact an LMDB store\n"
-            "  cluster     reset-coordination: forget how a store's servers coordinate\n"
-            "  bench       run the benchmarks\n"
-            "  passwd      hash a password for qilin.server.users\n"
-            "\n"
-            "  --version   print the version\n"
-            "\n"
-            "The server commands' global options (--server, --user, --password, --config,\n"
-            "--json, --timezone) may also come before the command.\n");
+    fprintf(out, "usage: qilin COMMAND [ARGS...]\n"
+                 "\n"
+                 "Talk to a Qilin server (see --help of each):\n"
+                 "  project     create, list, configure and delete projects\n"
+                 "  model       create, list, change and delete models\n"
+                 "  segment     build, list, merge, refresh and delete segments\n"
+                 "  job         list, show, act on and delete jobs; step logs\n"
+                 "  auto-build  the automatic segment build status of a model\n"
+                 "\n"
+                 "Work on local files:\n"
+                 "  sim         replay scenarios on a virtual clock (the simulation harness)\n"
+                 "  fsck        check a store's invariants\n"
+                 "  store       a PostgreSQL store's schema; compact an LMDB one\n"
+                 "  cluster     reset-coordination: forget how a store's servers coordinate\n"
+                 "  bench       run the benchmarks\n"
+                 "  passwd      hash a password for qilin.server.users\n"
+                 "\n"
+                 "  --version   print the version\n"
+                 "\n"
+                 "The server commands' global options (--server, --user, --password, --config,\n"
+                 "--json, --timezone) may also come before the command.\n");
 }
 
 /* How many arguments a global client option at arg takes up (1 or 2), or 0 when arg is not
