@@ -224,6 +224,7 @@ static bool metrics_have(const char *needle) {
 }
 
 Test(lifecycle, a_store_past_80_percent_of_its_map_is_warned_about) {
+    ql_test_require_backend("lmdb"); /* a PostgreSQL store has no map size */
     qd_stop_ok(&Q, 20000);
     qd_cleanup(&Q);
     qd_init(&Q);
