@@ -13,7 +13,8 @@ struct ql_retention {
     ql_id_t *ids;
     size_t n;
     bool pending;
-    bool freed; /* the owner freed r while a batch was in the writer: its answer frees r */
+    bool closing;      /* the owner freed r: nothing is armed again */
+    bool timer_closed; /* and the timer's close completed: the last of it and the answer frees r */
     ql_retention_stats_t stats;
 };
 
@@ -37,11 +38,27 @@ static int purge_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 
 static void sweep_cb(ql_timer_t *t, void *arg);
 
+/* The deleted jobs' logs go once their records did (also while closing: they are gone). */
+static void remove_logs(ql_retention_t *r) {
+    for (size_t i = 0; i < r->n; i++) {
+        int rc = ql_store_remove_job_logs(r->opts.store, &r->ids[i]);
+        if (rc) {
+            char id[QL_ID_STR_LEN + 1];
+            ql_id_format(&r->ids[i], id);
+            ql_log(r->opts.log, QL_LOG_WARN, "retention",
+                   "cannot remove the step logs of deleted job %s: %s", id, ql_strerror(rc));
+        }
+    }
+}
+
 static void purge_done(void *arg, int status, const ql_err_t *err) {
     ql_retention_t *r = arg;
     r->pending = false;
-    if (r->freed) {
-        release(r);
+    if (!status)
+        remove_logs(r);
+    if (r->closing) {
+        if (r->timer_closed)
+            release(r);
         return;
     }
     if (status) {
@@ -56,15 +73,6 @@ static void purge_done(void *arg, int status, const ql_err_t *err) {
         return;
     }
     r->stats.last_error = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        int rc = ql_store_remove_job_logs(r->opts.store, &r->ids[i]);
-        if (rc) {
-            char id[QL_ID_STR_LEN + 1];
-            ql_id_format(&r->ids[i], id);
-            ql_log(r->opts.log, QL_LOG_WARN, "retention",
-                   "cannot remove the step logs of deleted job %s: %s", id, ql_strerror(rc));
-        }
-    }
     if (r->n) {
         r->stats.removed += r->n;
         r->stats.batches++;
@@ -85,7 +93,7 @@ static void purge_done(void *arg, int status, const ql_err_t *err) {
 static void sweep_cb(ql_timer_t *t, void *arg) {
     (void)t;
     ql_retention_t *r = arg;
-    if (r->pending)
+    if (r->pending || r->closing)
         return;
     r->before = ql_clock_now_ms(r->opts.clock) - r->opts.survival_ms;
     r->pending = true;
@@ -131,15 +139,15 @@ void ql_retention_start(ql_retention_t *r) {
 
 static void timer_closed(ql_timer_t *t) {
     ql_retention_t *r = (ql_retention_t *)(void *)((char *)t - offsetof(ql_retention_t, timer));
-    if (r->pending)
-        r->freed = true;
-    else
+    r->timer_closed = true;
+    if (!r->pending)
         release(r);
 }
 
 void ql_retention_free(ql_retention_t *r) {
     if (!r)
         return;
+    r->closing = true;
     ql_timer_close(&r->timer, timer_closed);
 }
 

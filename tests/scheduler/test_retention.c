@@ -194,3 +194,25 @@ Test(retention, the_current_holding_deletes) {
     cr_assert_eq(stats().removed, 1);
     cr_assert_eq(stats().last_error, 0);
 }
+
+/* Freed while a batch waits in the writer: the batch's answer, which comes later, frees what is
+ * left, and its deletions (checked under the fence) still remove the logs. */
+Test(retention, freed_while_a_batch_is_in_the_writer) {
+    ql_id_t old = job_ended(0, QL_SUCCEED, NOW0 - 40 * DAY);
+    ql_retention_opts_t o = {.store = store,
+                             .writer = writer,
+                             .clock = clk,
+                             .survival_ms = SURVIVAL,
+                             .interval_ms = H,
+                             .batch = 10};
+    cr_assert_eq(ql_retention_new(&o, &ret), 0);
+    ql_retention_start(ret);
+    ql_vclock_run_due(clk);
+    cr_assert(ql_writer_pending(writer), "the batch waits: nobody flushed");
+    ql_retention_free(ret);
+    ret = NULL;
+    cr_assert_eq(ql_writer_flush(writer), 1);
+    cr_assert_not(exists(&old));
+    cr_assert_not(has_logs(&old));
+    cr_assert_eq(ql_vclock_next_due(clk), -1, "nothing armed after the free");
+}

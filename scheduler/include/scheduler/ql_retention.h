@@ -51,7 +51,8 @@ int ql_retention_new(const ql_retention_opts_t *opts, ql_retention_t **out);
 /* Starts sweeping: the first sweep at once, then every interval_ms. */
 void ql_retention_start(ql_retention_t *r);
 /* Stops sweeping and frees r; a batch still in the writer is answered later and frees what is
- * left then (its deletions may still commit: they were checked under the fence). NULL is fine. */
+ * left then (its deletions may still commit: they were checked under the fence; their logs are
+ * removed then). NULL is fine. */
 void ql_retention_free(ql_retention_t *r);
 void ql_retention_get_stats(const ql_retention_t *r, ql_retention_stats_t *out);
 
