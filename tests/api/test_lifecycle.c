@@ -172,7 +172,9 @@ Test(lifecycle, deleting_a_model_discards_then_removes_its_jobs) {
     cr_assert_null(find_model("p1", "slow"));
     json_t *j = find_job(&Q, "p1", live);
     cr_assert_null(j, "the model's job is gone");
-    cr_assert(find_model("p1", "m1") != NULL);
+    json_t *kept = find_model("p1", "m1");
+    cr_assert_not_null(kept, "another model stays");
+    json_decref(kept);
     json_t *other = find_job(&Q, "p1", done);
     cr_assert_not_null(other, "another model's job stays");
     json_decref(other);
