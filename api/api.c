@@ -454,7 +454,8 @@ int ql_api_new(const ql_api_opts_t *opts, ql_api_t **out, ql_err_t *err) {
         ql_http_router_set_auth(api->router, api->auth);
         if ((rc = ql_api_routes_projects(api)) || (rc = ql_api_routes_models(api)) ||
             (rc = ql_api_routes_segments(api)) || (rc = ql_api_routes_jobs(api)) ||
-            (rc = ql_api_routes_job_actions(api)) || (rc = ql_api_routes_adhoc(api)) ||
+            (rc = ql_api_routes_job_actions(api)) || (rc = ql_api_routes_job_delete(api)) ||
+            (rc = ql_api_routes_lifecycle(api)) || (rc = ql_api_routes_adhoc(api)) ||
             (rc = ql_api_routes_status(api)) || (rc = ql_api_routes_ui(api)) ||
             (rc = ql_api_routes_console(api)))
             ql_err_set(err, rc, "cannot register the routes: %s", ql_strerror(rc));

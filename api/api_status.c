@@ -155,6 +155,15 @@ static void write_dispatcher(ql_api_t *api, ql_api_sb_t *b) {
                      (unsigned long long)ds.submit_failures);
     metric_u64(b, "qilin_job_actions_total", "counter", "Job actions applied through the API.",
                as.actions);
+    metric(b, "qilin_jobs_deleted_total", "counter",
+           "Final jobs deleted with their steps, outputs and logs: through the API (DELETE "
+           "/jobs), and by retention past "
+           "kylin.garbage.storage.executable-survival-time-threshold.");
+    ql_api_sb_printf(b,
+                     "qilin_jobs_deleted_total{source=\"api\"} %llu\n"
+                     "qilin_jobs_deleted_total{source=\"retention\"} %llu\n",
+                     (unsigned long long)as.jobs_deleted,
+                     (unsigned long long)ql_node_retention_removed(api->node));
 }
 
 static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
@@ -191,6 +200,21 @@ static void write_engine(ql_api_t *api, ql_api_sb_t *b) {
                    st.used_bytes);
         metric_u64(b, "qilin_store_file_bytes", "gauge", "Size of the store's data file.",
                    st.file_bytes);
+    }
+    ql_node_space_t sp;
+    if (ql_node_space_measure(ql_node_store(api->node), &sp) == 0) {
+        metric(b, "qilin_store_map_used_ratio", "gauge",
+               "Pages of the store in use over qilin.storage.map-size (0 without a map).");
+        ql_api_sb_printf(b, "qilin_store_map_used_ratio %.4f\n", sp.map_ratio);
+        metric_u64(b, "qilin_store_disk_free_bytes", "gauge",
+                   "Free space of the data directory's file system.", sp.disk_free);
+        metric(b, "qilin_store_space_warning", "gauge",
+               "1 when the store passed 80% of qilin.storage.map-size (map) or its disk is nearly "
+               "full (disk: under 5% or 1 GiB free).");
+        ql_api_sb_printf(b,
+                         "qilin_store_space_warning{kind=\"map\"} %d\n"
+                         "qilin_store_space_warning{kind=\"disk\"} %d\n",
+                         sp.map_warning, sp.disk_warning);
     }
 }
 

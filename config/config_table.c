@@ -244,6 +244,29 @@ static const ql_config_option_t options[] = {
      .max = GIB,
      .doc = "Most bytes of a step's output kept in the store; the full log stays on disk under "
             "the data directory."},
+    {.key = "kylin.garbage.storage.executable-survival-time-threshold",
+     .type = QL_CONFIG_MS,
+     .def = "30d",
+     .min = MIN_MS,
+     .max = 36500 * DAY_MS,
+     .doc = "Final jobs (FINISHED, DISCARDED) whose last change is older than this are deleted "
+            "by the master, with their steps, outputs and step logs (retention, as Kylin's "
+            "metadata cleanup)."},
+    {.key = "qilin.retention.interval-ms",
+     .type = QL_CONFIG_MS,
+     .def = "1h",
+     .min = 0,
+     .max = 7 * DAY_MS,
+     .doc = "How often the master looks for jobs past "
+            "`kylin.garbage.storage.executable-survival-time-threshold`; 0 turns retention "
+            "off."},
+    {.key = "qilin.retention.batch",
+     .type = QL_CONFIG_INT,
+     .def = "100",
+     .min = 1,
+     .max = 10000,
+     .doc = "Jobs deleted per write transaction by retention; a full batch is followed by the "
+            "next 50 ms later, so other writes go between and none waits long."},
     {.key = "kylin.cube.schedule.assigned-servers",
      .type = QL_CONFIG_LIST,
      .def = "",

@@ -306,6 +306,19 @@ out:
     return rc;
 }
 
+int ql_job_end_suicidal(ql_txn_t *txn, const ql_id_t *id, int64_t now, ql_err_t *err) {
+    char ids[QL_ID_STR_LEN + 1];
+    ql_id_format(id, ids);
+    ql_job_t job;
+    int rc = ql_job_get(txn, id, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc)
+        return ql_err_set(err, rc, "job %s: %s", ids, ql_strerror(rc));
+    if (!ql_state_is_final(job.state) && !(rc = for_steps(txn, &job, step_discard, NULL, now, err)))
+        rc = ql_job_set_state(txn, &job, QL_SUICIDAL, false, now, err);
+    ql_job_free(&job);
+    return rc;
+}
+
 static int step_force(ql_txn_t *txn, ql_step_t *s, void *arg, int64_t now, ql_err_t *err) {
     const ql_state_t *to = arg;
     if (ql_state_is_final(s->state))

@@ -26,6 +26,10 @@ struct ql_node {
     ql_templates_t *own_templates;
     ql_sched_t *sched;
     ql_dispatcher_t *dispatcher;
+    ql_retention_t *retention;   /* the master's deletion of old final jobs; NULL: off */
+    uint64_t retention_removed;  /* jobs deleted by the retention tasks this node freed */
+    ql_node_space_t space;       /* the last measure of the store's fullness */
+    int64_t space_checked_ms;    /* when (monotonic), 0: never */
     ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
     node_changes_t *changes;     /* other servers' writes wake the scheduler (node_changes.h) */
     uv_async_t wake;
@@ -122,6 +126,43 @@ static void on_fenced(void *arg) {
         ql_timer_start(&n->lock_timer, 0, lock_timer_cb, n);
 }
 
+/* Frees the dispatcher and the retention task (the master's periodic writers), keeping the
+ * retention count for /metrics. */
+static void stop_master_tasks(ql_node_t *n) {
+    ql_dispatcher_free(n->dispatcher);
+    n->dispatcher = NULL;
+    if (n->retention) {
+        ql_retention_stats_t rs;
+        ql_retention_get_stats(n->retention, &rs);
+        n->retention_removed += rs.removed;
+        ql_retention_free(n->retention);
+        n->retention = NULL;
+    }
+}
+
+/* Retention (ql_retention.h), under the holding's fencing token; none when its interval is 0. */
+static int start_retention(ql_node_t *n, ql_err_t *err) {
+    ql_retention_opts_t ro = {
+        .store = n->store,
+        .writer = n->writer,
+        .clock = n->clock,
+        .log = n->opts.log,
+        .survival_ms =
+            ql_config_get_ms(n->cfg, "kylin.garbage.storage.executable-survival-time-threshold"),
+        .interval_ms = ql_config_get_ms(n->cfg, "qilin.retention.interval-ms"),
+        .batch = (size_t)ql_config_get_int(n->cfg, "qilin.retention.batch"),
+        .fence = n->lock->fence,
+        .manual_flush = n->opts.writer == QL_NODE_WRITER_INLINE,
+    };
+    if (ro.interval_ms == 0)
+        return 0;
+    int rc = ql_retention_new(&ro, &n->retention);
+    if (rc)
+        return ql_err_set(err, rc, "cannot create the retention task: %s", ql_strerror(rc));
+    ql_retention_start(n->retention);
+    return 0;
+}
+
 static int start_scheduling(ql_node_t *n, ql_err_t *err) {
     ql_sched_opts_t so = {
         .store = n->store,
@@ -164,6 +205,8 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
     ql_sched_start(n->sched);
     if (!n->opts.driver_scans)
         ql_dispatcher_start(n->dispatcher);
+    if ((rc = start_retention(n, err)))
+        return rc;
     ql_lock_renew(n->lock);  /* recovery may have taken a while */
     if (n->lock->ops->renew) /* a lock without a lease has nothing to renew */
         ql_timer_start(&n->lease_timer, QL_LOCK_RENEW_MS, lease_timer_cb, n);
@@ -186,8 +229,7 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
         if ((rc = start_scheduling(n, err))) {
             /* Not half a master: drop what started and the lock, so the next poll tries again
              * (or another server takes over). */
-            ql_dispatcher_free(n->dispatcher);
-            n->dispatcher = NULL;
+            stop_master_tasks(n);
             ql_sched_free(n->sched);
             n->sched = NULL;
             ql_lock_release(n->lock);
@@ -242,8 +284,7 @@ static void demote(ql_node_t *n, const char *why) {
            "dispatcher; running steps are stopped and the lock's new holder resumes their jobs; "
            "this server goes back to standby",
            (unsigned long long)n->lock->fence, why);
-    ql_dispatcher_free(n->dispatcher);
-    n->dispatcher = NULL;
+    stop_master_tasks(n);
     ql_sched_stop(n->sched, true, 0, sched_demoted, n);
 }
 
@@ -275,6 +316,15 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
                "freed the store's reader slots of dead processes count=%d reason=\"a process "
                "died inside a read transaction; its slot kept old pages from reuse\"",
                cleared);
+    int64_t mono = ql_clock_mono_ms(n->clock);
+    if (!n->space_checked_ms || mono - n->space_checked_ms >= QL_SPACE_CHECK_MS) {
+        ql_node_space_t now;
+        if (ql_node_space_measure(n->store, &now) == 0) {
+            ql_node_space_log(n->opts.log, ql_store_path(n->store), &n->space, &now);
+            n->space = now;
+        }
+        n->space_checked_ms = mono ? mono : 1;
+    }
     if (n->sched) {
         char buf[160];
         const char *why = holding_lost(n, buf, sizeof buf);
@@ -553,10 +603,7 @@ fail:
         ql_sched_free(n->sched);
         n->sched = NULL;
     }
-    if (n->dispatcher) {
-        ql_dispatcher_free(n->dispatcher);
-        n->dispatcher = NULL;
-    }
+    stop_master_tasks(n);
     close_handles(n);
     return rc;
 }
@@ -580,10 +627,7 @@ void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
     ql_log(n->opts.log, QL_LOG_INFO, "node", "stopping");
     if (n->demoting)
         return; /* the scheduler is already stopping: sched_demoted closes the rest */
-    if (n->dispatcher) {
-        ql_dispatcher_free(n->dispatcher);
-        n->dispatcher = NULL;
-    }
+    stop_master_tasks(n);
     if (n->sched) {
         /* `wait`: running steps may finish, for qilin.shutdown.grace-ms at most; then they are
          * paused like with `pause` (back to READY, resumed from that step after a restart). */
@@ -601,8 +645,7 @@ void ql_node_abort(ql_node_t *n, void (*done)(void *arg), void *arg) {
     n->stop_done = done;
     n->stop_arg = arg;
     ql_log(n->opts.log, QL_LOG_INFO, "node", "aborting: the engine stops at once, writing nothing");
-    ql_dispatcher_free(n->dispatcher);
-    n->dispatcher = NULL;
+    stop_master_tasks(n);
     ql_sched_free(n->sched);
     n->sched = NULL;
     close_handles(n); /* free_node releases the lock */
@@ -631,6 +674,15 @@ ql_sched_t *ql_node_sched(ql_node_t *n) {
 }
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
     return n->dispatcher;
+}
+uint64_t ql_node_retention_removed(const ql_node_t *n) {
+    uint64_t removed = n->retention_removed;
+    if (n->retention) {
+        ql_retention_stats_t rs;
+        ql_retention_get_stats(n->retention, &rs);
+        removed += rs.removed;
+    }
+    return removed;
 }
 ql_submission_t *ql_node_submission(ql_node_t *n) {
     return n->submission;

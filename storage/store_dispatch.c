@@ -90,6 +90,10 @@ void ql_store_close(ql_store_t *s) {
         s->ops->close(s);
 }
 
+int ql_store_compact(ql_store_t *s, const char *dir) {
+    return s->ops->compact ? s->ops->compact(s, dir) : UV_ENOTSUP;
+}
+
 const char *ql_store_path(const ql_store_t *s) {
     return s->path;
 }
@@ -339,6 +343,18 @@ int ql_job_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out) {
 
 int ql_job_put(ql_txn_t *t, const ql_job_t *j) {
     return t->ops->job_put(t, j);
+}
+
+int ql_model_delete(ql_txn_t *t, const ql_id_t *id) {
+    return t->ops->model_delete(t, id);
+}
+
+int ql_project_delete(ql_txn_t *t, const char *name) {
+    return t->ops->project_delete(t, name);
+}
+
+int ql_job_delete(ql_txn_t *t, const ql_id_t *id) {
+    return t->ops->job_delete(t, id);
 }
 
 int ql_job_foreach_state(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg) {

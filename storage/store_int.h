@@ -100,6 +100,7 @@ int lmdb_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap);
 int lmdb_meta_put_str(ql_txn_t *t, const char *key, const char *value);
 int lmdb_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out);
 int lmdb_job_put(ql_txn_t *txn, const ql_job_t *j);
+int lmdb_job_delete(ql_txn_t *txn, const ql_id_t *id);
 int lmdb_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
 int lmdb_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
 int lmdb_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg);
@@ -120,6 +121,8 @@ int lmdb_project_get(ql_txn_t *txn, const char *name, unsigned flags, ql_project
 int lmdb_project_put(ql_txn_t *txn, const ql_project_t *p);
 int lmdb_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg);
 int lmdb_project_count(ql_txn_t *txn, uint64_t *out);
+int lmdb_project_delete(ql_txn_t *txn, const char *name);
+int lmdb_model_delete(ql_txn_t *txn, const ql_id_t *id);
 int lmdb_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int lmdb_model_exists(ql_txn_t *txn, const ql_id_t *id);
 int lmdb_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,

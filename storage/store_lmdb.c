@@ -246,6 +246,12 @@ static int lmdb_stat(ql_store_t *s, ql_store_stat_t *out) {
     return 0;
 }
 
+/* A compacted copy (MDB_CP_COMPACT: free pages left out, pages renumbered), taken in one read
+ * transaction, so it is consistent even while servers write. */
+static int lmdb_compact(ql_store_t *s, const char *dir) {
+    return ql_store_mdb_err(mdb_env_copy2(ql_lmdb(s)->env, dir, MDB_CP_COMPACT));
+}
+
 /* ---- transactions ---- */
 
 static int lmdb_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
@@ -437,6 +443,7 @@ static const store_ops_t lmdb_ops = {
     .changes_drain = lmdb_changes_drain,
     .maintain = lmdb_maintain,
     .stat = lmdb_stat,
+    .compact = lmdb_compact,
     .fsck = lmdb_fsck,
     .txn_begin = lmdb_txn_begin,
     .txn_commit = lmdb_txn_commit,
@@ -465,6 +472,9 @@ static const store_ops_t lmdb_ops = {
     .segment_count = lmdb_segment_count,
     .job_get = lmdb_job_get,
     .job_put = lmdb_job_put,
+    .job_delete = lmdb_job_delete,
+    .project_delete = lmdb_project_delete,
+    .model_delete = lmdb_model_delete,
     .job_foreach_state = lmdb_job_foreach_state,
     .job_foreach_state_ref = lmdb_job_foreach_state_ref,
     .job_foreach_model = lmdb_job_foreach_model,

@@ -509,3 +509,66 @@ int lmdb_output_put(ql_txn_t *txn, const ql_id_t *job, uint32_t seq, const char 
     step_key(k, job, seq);
     return ql_db_put(txn, DB_OUTPUTS, k, STEP_KEY_LEN, text, len);
 }
+
+/* ---- deletion ---- */
+
+/* Deletes every entry of db whose key starts with the job's id (its steps or outputs; keys are
+ * 20 bytes, so the compare stays in bounds): one seek per entry, at most one per step. */
+static int delete_job_prefixed(ql_txn_t *txn, int db, const ql_id_t *job) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, db, &c);
+    if (rc)
+        return rc;
+    for (int i = 0;; i++) {
+        MDB_val k = ql_val(job->b, 16), v;
+        int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if (mrc == MDB_NOTFOUND || (!mrc && memcmp(k.mv_data, job->b, 16) != 0))
+            break;
+        if (!mrc && i == QL_JOB_STEPS_MAX) {
+            rc = QL_ECORRUPT; /* more entries than a job can have steps */
+            break;
+        }
+        if (mrc || (mrc = mdb_cursor_del(c, 0))) {
+            rc = ql_store_mdb_err(mrc);
+            break;
+        }
+    }
+    mdb_cursor_close(c);
+    return rc;
+}
+
+/* The record, every index entry and counter ql_job_put made for it (index_job with no new
+ * state), its steps and its outputs. */
+int lmdb_job_delete(ql_txn_t *txn, const ql_id_t *id) {
+    if (!txn->write)
+        return QL_EINVAL;
+    ql_job_t j;
+    int rc = ql_job_get(txn, id, 0, &j);
+    if (rc)
+        return rc;
+    uint8_t k[QL_JOB_RECENT_KEY_MAX], v[QL_LIVE_VAL_LEN];
+    ql_job_state_key(k, &j);
+    rc = ql_db_del(txn, DB_JOB_STATES, k, QL_JOB_STATE_KEY_LEN);
+    for (int every = 0; every < 2 && !rc; every++)
+        rc = ql_db_del(txn, DB_JOB_RECENT, k, ql_job_recent_key(k, every ? "" : j.project, &j));
+    if (!rc && !ql_id_is_zero(&j.model)) {
+        if (non_final(j.state)) {
+            ql_job_live_entry(k, v, &j);
+            rc = ql_db_del(txn, DB_JOB_LIVE, k, QL_LIVE_KEY_LEN);
+        }
+        if (!rc) {
+            ql_job_model_key(k, &j);
+            rc = ql_db_del(txn, DB_JOB_MODELS, k, QL_JOB_MODEL_KEY_LEN);
+        }
+    }
+    if (!rc)
+        rc = count_state(txn, &j, -1);
+    ql_job_free(&j);
+    if (!rc)
+        rc = delete_job_prefixed(txn, DB_STEPS, id);
+    if (!rc)
+        rc = delete_job_prefixed(txn, DB_OUTPUTS, id);
+    if (!rc)
+        rc = ql_db_del(txn, DB_JOBS, id->b, 16);
+    return rc;
+}

@@ -217,3 +217,62 @@ int lmdb_model_count(ql_txn_t *txn, const char *project, uint64_t *out) {
     uint8_t ck[QL_NAME_MAX + 1];
     return ql_count_get(txn, ck, count_key(ck, project), out);
 }
+
+/* ---- deletion ---- */
+
+/* Whether db has a key starting with prefix (plen bytes). */
+static int has_prefix(ql_txn_t *txn, int db, const void *prefix, size_t plen, bool *out) {
+    MDB_cursor *c;
+    int rc = ql_db_cursor(txn, db, &c);
+    if (rc)
+        return rc;
+    MDB_val k = ql_val(prefix, plen), v;
+    int mrc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+    *out = mrc == 0 && k.mv_size >= plen && memcmp(k.mv_data, prefix, plen) == 0;
+    mdb_cursor_close(c);
+    return mrc == 0 || mrc == MDB_NOTFOUND ? 0 : ql_store_mdb_err(mrc);
+}
+
+int lmdb_model_delete(ql_txn_t *txn, const ql_id_t *id) {
+    if (!txn->write)
+        return QL_EINVAL;
+    ql_model_t m;
+    int rc = ql_model_get(txn, id, 0, &m);
+    if (rc)
+        return rc;
+    bool segs = false, jobs = false;
+    if (!(rc = has_prefix(txn, DB_SEGMENTS, id->b, 16, &segs)) &&
+        !(rc = has_prefix(txn, DB_JOB_MODELS, id->b, 16, &jobs)) && (segs || jobs))
+        rc = QL_EINVAL; /* ql_store.h: its segments and jobs go first */
+    uint8_t key[2 * QL_NAME_MAX + 2], ck[QL_NAME_MAX + 1];
+    if (!rc)
+        rc = ql_db_del(txn, DB_MODEL_NAMES, key, name_key(key, m.project, m.name));
+    if (!rc)
+        rc = ql_count_add(txn, ck, count_key(ck, m.project), -1);
+    ql_model_free(&m);
+    if (!rc)
+        rc = bump_generation(txn);
+    return rc ? rc : ql_db_del(txn, DB_MODELS, id->b, 16);
+}
+
+int lmdb_project_delete(ql_txn_t *txn, const char *name) {
+    size_t n = strlen(name);
+    if (!txn->write || n == 0 || n > QL_NAME_MAX)
+        return n > QL_NAME_MAX ? QL_ENOTFOUND : QL_EINVAL;
+    MDB_val v;
+    int rc = ql_db_get(txn, DB_PROJECTS, name, n, &v);
+    if (rc)
+        return rc;
+    uint8_t prefix[QL_NAME_MAX + 1];
+    memcpy(prefix, name, n);
+    prefix[n] = '\0';
+    bool models = false, jobs = false;
+    if ((rc = has_prefix(txn, DB_MODEL_NAMES, prefix, n + 1, &models)) ||
+        (rc = has_prefix(txn, DB_JOB_RECENT, prefix, n + 1, &jobs)))
+        return rc;
+    if (models || jobs)
+        return QL_EINVAL; /* ql_store.h: its models and jobs go first */
+    if ((rc = bump_generation(txn)))
+        return rc;
+    return ql_db_del(txn, DB_PROJECTS, name, n);
+}

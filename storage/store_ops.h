@@ -28,6 +28,8 @@ typedef struct store_ops {
     void (*close)(ql_store_t *s);
     int (*maintain)(ql_store_t *s, int *cleared);
     int (*stat)(ql_store_t *s, ql_store_stat_t *out);
+    /* ql_store_compact; NULL: the backend has no file of its own to compact (PostgreSQL). */
+    int (*compact)(ql_store_t *s, const char *dir);
     int (*fsck)(ql_store_t *s, void *out_file, ql_fsck_report_t *report);
     /* ql_store_lock_open; NULL: the backend has no job engine lock of its own (LMDB). */
     int (*lock_open)(ql_store_t *s, const ql_store_lock_opts_t *opts, ql_store_lock_t **out,
@@ -60,6 +62,7 @@ typedef struct store_ops {
     int (*project_put)(ql_txn_t *t, const ql_project_t *p);
     int (*project_foreach)(ql_txn_t *t, ql_project_cb cb, void *arg);
     int (*project_count)(ql_txn_t *t, uint64_t *out);
+    int (*project_delete)(ql_txn_t *t, const char *name);
 
     int (*model_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
     int (*model_exists)(ql_txn_t *t, const ql_id_t *id);
@@ -68,6 +71,7 @@ typedef struct store_ops {
     int (*model_put)(ql_txn_t *t, const ql_model_t *m);
     int (*model_foreach)(ql_txn_t *t, const char *project, ql_model_cb cb, void *arg);
     int (*model_count)(ql_txn_t *t, const char *project, uint64_t *out);
+    int (*model_delete)(ql_txn_t *t, const ql_id_t *id);
 
     int (*segment_get)(ql_txn_t *t, const ql_id_t *id, ql_segment_t *out);
     int (*segment_exists)(ql_txn_t *t, const ql_id_t *id);
@@ -80,6 +84,7 @@ typedef struct store_ops {
 
     int (*job_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
     int (*job_put)(ql_txn_t *t, const ql_job_t *j);
+    int (*job_delete)(ql_txn_t *t, const ql_id_t *id);
     int (*job_foreach_state)(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
     int (*job_foreach_state_ref)(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
     int (*job_foreach_model)(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);

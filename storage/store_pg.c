@@ -85,6 +85,17 @@ static const char *const stmt_sql[S_COUNT] = {
                      "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
                      "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
                      "create_time = $6::int8",
+    /* The steps and outputs with the job, in one statement (data-modifying WITH). */
+    [S_JOB_DELETE] = "WITH o AS (DELETE FROM outputs WHERE job = $1::uuid), s AS (DELETE FROM "
+                     "steps WHERE job = $1::uuid) DELETE FROM jobs WHERE id = $1::uuid",
+    /* Only an empty model or project goes (ql_store.h): 0 rows when something is left. */
+    [S_MODEL_DELETE] = "DELETE FROM models m WHERE id = $1::uuid AND NOT EXISTS (SELECT 1 FROM "
+                       "segments WHERE model = $1::uuid) AND NOT EXISTS (SELECT 1 FROM jobs "
+                       "WHERE model = $1::uuid) RETURNING 1",
+    [S_PROJ_DELETE] = "DELETE FROM projects WHERE name = $1::text AND NOT EXISTS (SELECT 1 FROM "
+                      "models WHERE project = $1::text) AND NOT EXISTS (SELECT 1 FROM jobs WHERE "
+                      "project = $1::text) RETURNING 1",
+    [S_JOB_MODEL] = "SELECT model FROM jobs WHERE id = $1::uuid",
     [S_JOB_COUNT] = "SELECT count(*) FROM jobs WHERE project = $1::text AND "
                     "((($2::int4) >> state) & 1) = 1",
     [S_JOB_COUNT_ALL] = "SELECT count(*) FROM jobs WHERE ((($1::int4) >> state) & 1) = 1",
@@ -727,6 +738,9 @@ const store_ops_t ql_pg_ops = {
     .segment_count = pg_segment_count,
     .job_get = pg_job_get,
     .job_put = pg_job_put,
+    .job_delete = pg_job_delete,
+    .project_delete = pg_project_delete,
+    .model_delete = pg_model_delete,
     .job_foreach_state = pg_job_foreach_state,
     .job_foreach_state_ref = pg_job_foreach_state_ref,
     .job_foreach_model = pg_job_foreach_model,

@@ -41,6 +41,10 @@ typedef enum pg_stmt {
     S_JOB_OLD,
     S_JOB_INSERT,
     S_JOB_UPDATE,
+    S_JOB_DELETE,
+    S_JOB_MODEL,
+    S_MODEL_DELETE,
+    S_PROJ_DELETE,
     S_JOB_COUNT,
     S_JOB_COUNT_ALL,
     S_STEP_GET,
@@ -220,6 +224,8 @@ int pg_project_get(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *
 int pg_project_put(ql_txn_t *t, const ql_project_t *p);
 int pg_project_foreach(ql_txn_t *t, ql_project_cb cb, void *arg);
 int pg_project_count(ql_txn_t *t, uint64_t *out);
+int pg_project_delete(ql_txn_t *t, const char *name);
+int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
 int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
@@ -237,6 +243,7 @@ int pg_segment_foreach_overlapping(ql_txn_t *t, const ql_id_t *model, int64_t st
 int pg_segment_count(ql_txn_t *t, const ql_id_t *model, uint64_t *out);
 int pg_job_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
 int pg_job_put(ql_txn_t *t, const ql_job_t *j);
+int pg_job_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_job_foreach_state(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
 int pg_job_foreach_state_ref(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
 int pg_job_foreach_model(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);

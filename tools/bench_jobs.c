@@ -268,6 +268,8 @@ static void start_node(world_t *w, const char *map_size) {
     set(w, "qilin.storage.path", w->data);
     set(w, "qilin.storage.map-size", map_size);
     set(w, "qilin.jobs.templates", w->templates);
+    /* The engine is measured, not retention: the seeded finished jobs must stay. */
+    set(w, "qilin.retention.interval-ms", "0");
     snprintf(n, sizeof n, "%d", w->o->concurrency);
     set(w, "kylin.job.max-concurrent-jobs", n);
     ql_node_opts_t no = {.config = w->cfg, .loop = &w->loop, .exec_helper = w->o->exec_helper};

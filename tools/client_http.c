@@ -142,6 +142,7 @@ static int judge(ql_cli_t *cli, long status, const buf_t *b, json_t **data) {
             json_t *d = json_object_get(root, "data");
             *data = d ? json_incref(d) : json_null();
         }
+        snprintf(cli->last_msg, sizeof cli->last_msg, "%s", msg ? msg : "");
         rc = QL_CLI_OK;
     } else {
         rc = ql_cli_fail(cli, QL_CLI_REFUSED, "the server refused (HTTP %ld%s%s): %s", status,

@@ -121,14 +121,15 @@ void ql_cli_group_help(const ql_cli_group_t *g, FILE *out);
 /* ---- the context ---- */
 
 struct ql_cli {
-    char prog[96];     /* "qilin segment build", for messages */
-    char *base;        /* "http://127.0.0.1:7070/kylin/api" (owned) */
-    char *user;        /* owned */
-    char *password;    /* owned; wiped when freed */
-    char pw_note[600]; /* why there is no password (an unreadable password file), for a 401 */
-    bool json;         /* --json: print the server's data verbatim */
-    ql_tz_t *tz;       /* --timezone (owned); NULL means UTC */
-    CURL *curl;        /* owned; created on the first request */
+    char prog[96];      /* "qilin segment build", for messages */
+    char *base;         /* "http://127.0.0.1:7070/kylin/api" (owned) */
+    char *user;         /* owned */
+    char *password;     /* owned; wiped when freed */
+    char pw_note[600];  /* why there is no password (an unreadable password file), for a 401 */
+    bool json;          /* --json: print the server's data verbatim */
+    ql_tz_t *tz;        /* --timezone (owned); NULL means UTC */
+    CURL *curl;         /* owned; created on the first request */
+    char last_msg[512]; /* the msg of the last successful answer ("" when it had none) */
     FILE *out, *err;
 };
 

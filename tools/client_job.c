@@ -8,6 +8,7 @@
 
 int ql_cli_job_wait_run(ql_cli_t *cli, const ql_cli_args_t *a);
 int ql_cli_job_submit_run(ql_cli_t *cli, const ql_cli_args_t *a);
+int ql_cli_job_delete_run(ql_cli_t *cli, const ql_cli_args_t *a);
 
 /* The REST display statuses (docs/design/jobs.md). */
 static const char *const display_statuses[] = {"PENDING", "RUNNING",   "ERROR", "FINISHED",
@@ -377,6 +378,11 @@ static const ql_cli_opt_t id_opts[] = {
     PROJECT_OPT,
     {NULL, 0, NULL, 0, NULL},
 };
+static const ql_cli_opt_t delete_opts[] = {
+    {"project", 'p', "PROJECT", 0, "only jobs of this project (default: any project)"},
+    {"status", 0, "S,...", 0, "the jobs with these statuses (without IDs: every such job)"},
+    {NULL, 0, NULL, 0, NULL},
+};
 static const ql_cli_opt_t submit_opts[] = {
     {"quiet", 'q', NULL, 0, "print only the new job ids, one per line"},
     {NULL, 0, NULL, 0, NULL},
@@ -418,6 +424,14 @@ static const ql_cli_cmd_t cmds[] = {
      "  qilin job discard ID", id_opts, 1, -1, discard_run},
     {"restart", "ID... [--project P]", "Restart jobs from their first step", ACTION_HELP,
      "  qilin job restart ID", id_opts, 1, -1, restart_run},
+    {"delete", "[ID...] [--status S,...] [--project P]", "Delete final jobs with their logs",
+     "Deletes FINISHED and DISCARDED jobs with their steps, outputs and step logs (DELETE "
+     "/jobs). The\njobs are the IDs given (those with a --status among them when it is given), "
+     "or without IDs\nevery job of --project (of every project without it) with a --status. A "
+     "job that is not\nfinal refuses the whole command (exit 1) and nothing is deleted: "
+     "discard it first.",
+     "  qilin job delete ID1 ID2\n  qilin job delete -p sales --status FINISHED,DISCARDED",
+     delete_opts, 0, -1, ql_cli_job_delete_run},
     {"submit", "FILE.yaml|FILE.json|- [-q]", "Submit an ad-hoc job from a definition",
      "The definition is sent as is (POST /jobs): a .json file as JSON, anything else (and - "
      "for stdin)\nas YAML. See docs/job-templates.md for the format.",
@@ -431,7 +445,7 @@ static const ql_cli_cmd_t cmds[] = {
 
 const ql_cli_group_t ql_cli_group_job = {
     "job",
-    "List, show, pause, resume, discard, restart, submit and wait for jobs; step logs",
+    "List, show, pause, resume, discard, restart, delete, submit and wait for jobs; step logs",
     "Job ids are unique across projects: --project is optional wherever an ID is given.",
     cmds,
     sizeof cmds / sizeof *cmds,

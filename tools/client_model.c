@@ -1,4 +1,5 @@
-/* qilin model create|list|status|auto-build: the /models endpoints (docs/design/rest-api.md). */
+/* qilin model create|list|status|auto-build (rename, partition and delete are in
+ * client_lifecycle.c): the /models endpoints (docs/design/rest-api.md). */
 #include "client_int.h"
 
 #include <stdlib.h>
@@ -171,6 +172,17 @@ static const ql_cli_opt_t autobuild_opts[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
+int ql_cli_model_delete_run(ql_cli_t *cli, const ql_cli_args_t *a);
+int ql_cli_model_rename_run(ql_cli_t *cli, const ql_cli_args_t *a);
+int ql_cli_model_partition_run(ql_cli_t *cli, const ql_cli_args_t *a);
+static const ql_cli_opt_t partition_opts[] = {
+    PROJECT_OPT,
+    {"column", 0, "C", 0, "the new partition column"},
+    {"format", 0, "F", 0, "its date format (yyyy-MM-dd, yyyyMMdd, ...)"},
+    {"full-load", 0, NULL, 0, "no partition column: a full-load model"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
 static const ql_cli_cmd_t cmds[] = {
     {"create",
      "--project P NAME [--type BATCH|STREAMING] [--status S]\n"
@@ -200,8 +212,26 @@ static const ql_cli_cmd_t cmds[] = {
      "      --start 00:00:00 --end 24:00:00\n"
      "  qilin model auto-build --project sales orders --disable",
      autobuild_opts, 1, 1, autobuild_run},
+    {"rename", "--project P NAME NEW_NAME", "Rename a model",
+     "Its segments, jobs and settings stay with it (PUT /models/{model}/name).",
+     "  qilin model rename --project sales orders orders_v2", project_opts, 2, 2,
+     ql_cli_model_rename_run},
+    {"partition", "--project P NAME (--column C --format F | --full-load)",
+     "Change a model's partition column or format",
+     "As in Kylin, a change purges the model's segments and ends its live jobs SUICIDAL; the "
+     "line\nprinted says how many (PUT /models/{project}/{model}/partition_desc).",
+     "  qilin model partition --project sales orders --column DAY --format yyyyMMdd",
+     partition_opts, 1, 1, ql_cli_model_partition_run},
+    {"delete", "--project P NAME", "Delete a model with its segments and jobs",
+     "Its live jobs are discarded, then everything goes in one transaction, step logs "
+     "included\n(DELETE /models/{model}).",
+     "  qilin model delete --project sales orders", project_opts, 1, 1, ql_cli_model_delete_run},
 };
 
 const ql_cli_group_t ql_cli_group_model = {
-    "model", "Create, list and configure models", NULL, cmds, sizeof cmds / sizeof *cmds,
+    "model",
+    "Create, list, configure, rename, repartition and delete models",
+    NULL,
+    cmds,
+    sizeof cmds / sizeof *cmds,
 };

@@ -1,5 +1,5 @@
-/* qilin project create|list|config|auto-build: the /projects endpoints (docs/design/rest-api.md).
- */
+/* qilin project create|list|config|auto-build (delete is in client_lifecycle.c): the /projects
+ * endpoints (docs/design/rest-api.md). */
 #include "client_int.h"
 
 #include <stdlib.h>
@@ -88,6 +88,12 @@ static const ql_cli_opt_t list_opts[] = {
     {NULL, 0, NULL, 0, NULL},
 };
 
+int ql_cli_project_delete_run(ql_cli_t *cli, const ql_cli_args_t *a);
+static const ql_cli_opt_t delete_opts[] = {
+    {"discard-jobs", 0, NULL, 0, "discard the project's live jobs first (else they refuse it)"},
+    {NULL, 0, NULL, 0, NULL},
+};
+
 static const ql_cli_cmd_t cmds[] = {
     {"create", "NAME [--description TEXT]", "Create a project",
      "NAME is 1 to 100 letters, digits or underscores, unique on the server "
@@ -108,8 +114,16 @@ static const ql_cli_cmd_t cmds[] = {
      "the models'\nown settings untouched (PUT /projects/{project}/segment_config). See also "
      "'qilin model auto-build'.",
      "  qilin project auto-build sales on", NULL, 2, 2, autobuild_run},
+    {"delete", "NAME [--discard-jobs]", "Delete a project with its models, segments and jobs",
+     "Everything goes in one transaction, step logs included (DELETE /projects/{project}). "
+     "While the\nproject has live jobs it is refused (exit 1), unless --discard-jobs.",
+     "  qilin project delete sales --discard-jobs", delete_opts, 1, 1, ql_cli_project_delete_run},
 };
 
 const ql_cli_group_t ql_cli_group_project = {
-    "project", "Create, list and configure projects", NULL, cmds, sizeof cmds / sizeof *cmds,
+    "project",
+    "Create, list, configure and delete projects",
+    NULL,
+    cmds,
+    sizeof cmds / sizeof *cmds,
 };

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static int usage(FILE *out, int code) {
-    fprintf(out, "usage: qilin store init|upgrade --url URL [--schema NAME]\n\n"
+    fprintf(out, "usage: qilin store init|upgrade --url URL [--schema NAME]\n"
+                 "       qilin store compact DATA_DIR [OUTPUT_DIR]\n\n"
                  "Creates the tables of a PostgreSQL metadata store in schema NAME (default "
                  "qilin),\nor upgrades them to this build's schema; a store of a newer schema is "
                  "refused.\nURL is a postgresql:// URL or a libpq conninfo string, as "
@@ -19,7 +20,11 @@ static int usage(FILE *out, int code) {
     return code;
 }
 
+int ql_cmd_store_compact(int argc, char **argv);
+
 int ql_cmd_store(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "compact"))
+        return ql_cmd_store_compact(argc - 1, argv + 1);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
         return usage(argc < 2 ? stderr : stdout, argc < 2 ? 2 : 0);
     if (strcmp(argv[1], "init") != 0 && strcmp(argv[1], "upgrade") != 0)

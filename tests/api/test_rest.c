@@ -96,11 +96,13 @@ static void restart_with(const char *const *extra) {
     start_with(extra);
 }
 
-/* Starts the server again on the data of the one setup() started (after qd_stop_ok). */
+/* Starts the server again on the data of the one setup() started (after qd_stop_ok). Retention
+ * is off: the tests that restart put jobs that ended long ago into the store. */
 static void start_again(void) {
     const char *args[] = {"--config", g_config_arg,
                           "--set",    g_templates_arg,
                           "--set",    "qilin.adhoc.allow-commands=true",
+                          "--set",    "qilin.retention.interval-ms=0",
                           NULL};
     qd_start(&Q, args);
 }

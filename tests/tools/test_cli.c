@@ -427,13 +427,14 @@ TestSuite(cli, .init = setup_none, .fini = teardown_none, .timeout = 120);
 Test(cli, group_help_names_commands) {
     static const struct {
         const char *group;
-        const char *cmds[10];
+        const char *cmds[11];
     } groups[] = {
         {"project", {"create", "list", "config", "auto-build"}},
         {"model", {"create", "list", "status", "auto-build"}},
         {"segment", {"build", "list", "merge", "refresh", "delete"}},
         {"job",
-         {"list", "show", "pause", "resume", "discard", "restart", "logs", "submit", "wait"}},
+         {"list", "show", "pause", "resume", "discard", "restart", "logs", "delete", "submit",
+          "wait"}},
         {"auto-build", {"status"}},
     };
     for (size_t g = 0; g < sizeof groups / sizeof *groups; g++) {
@@ -1307,4 +1308,234 @@ Test(cli, full_build_with_kylin_fields, .init = server_start, .fini = server_sto
     run_free(&r);
     free(refresh);
     free(job);
+}
+
+/* Waits until the job's status (GET /jobs) is status, through `qilin job show`. */
+static void wait_status(const char *job, const char *status) {
+    int64_t deadline = mono_ms() + 30000;
+    for (;;) {
+        run_t r;
+        RUN(&r, "job", "show", job, "--json");
+        EXPECT_EXIT(&r, 0);
+        json_error_t je;
+        json_t *j = json_loads(r.out, 0, &je);
+        cr_assert_not_null(j, "not JSON: %s", r.out);
+        const char *st =
+            json_string_value(json_object_get(json_object_get(j, "job"), "job_status"));
+        bool there = st && !strcmp(st, status);
+        json_decref(j);
+        run_free(&r);
+        if (there)
+            return;
+        cr_assert(mono_ms() < deadline, "job %s is not %s within 30 s", job, status);
+        poll(NULL, 0, 20);
+    }
+}
+
+Test(cli, job_delete_removes_final_jobs, .init = server_start, .fini = server_stop,
+     .timeout = 180) {
+    run_t r;
+    RUN(&r, "project", "create", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "create", "-p", "demo", "orders", "--partition-column", "DT",
+        "--partition-format", "yyyy-MM-dd");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "build", "-q", "-p", "demo", "-m", "orders", "--start", "2020-01-01",
+        "--end", "2020-01-02");
+    EXPECT_EXIT(&r, 0);
+    char *built = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", built, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    char def[400];
+    snprintf(def, sizeof def, "%s/nap.yaml", g_home);
+    write_file(def,
+               "project: demo\ntype: NAP\nsteps:\n  - {name: nap, kind: sleep, duration: 1h}\n",
+               0644);
+    RUN(&r, "job", "submit", "-q", def);
+    EXPECT_EXIT(&r, 0);
+    char *nap = first_line(r.out);
+    run_free(&r);
+    wait_status(nap, "RUNNING");
+
+    RUN(&r, "job", "delete");
+    EXPECT_EXIT(&r, 2); /* neither ids nor --status */
+    run_free(&r);
+    RUN(&r, "job", "delete", built, nap);
+    EXPECT_EXIT(&r, 1);
+    EXPECT_IN(r.err, "QL-00007");
+    EXPECT_IN(r.err, nap);
+    run_free(&r);
+    RUN(&r, "job", "show", built);
+    EXPECT_EXIT(&r, 0); /* nothing was deleted */
+    run_free(&r);
+    RUN(&r, "job", "delete", built);
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "deleted 1 job");
+    run_free(&r);
+    RUN(&r, "job", "show", built, "-p", "demo");
+    EXPECT_EXIT(&r, 1);
+    run_free(&r);
+
+    RUN(&r, "job", "discard", nap, "-p", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    wait_status(nap, "DISCARDED");
+    RUN(&r, "job", "delete", "-p", "demo", "--status", "FINISHED,DISCARDED");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "list", "-p", "demo", "--all-time", "--json");
+    EXPECT_EXIT(&r, 0);
+    cr_assert_null(strstr(r.out, nap), "%s", r.out);
+    run_free(&r);
+    free(built);
+    free(nap);
+}
+
+/* A store grown by jobs with large outputs, then emptied of most of them: the compacted copy is
+ * smaller, holds what was kept, and is clean. */
+Test(cli, store_compact_writes_a_smaller_clean_copy) {
+    ql_test_require_backend("lmdb");
+    char data[256];
+    ql_test_tmpdir(data, sizeof data, "qilin-compact");
+    ql_store_t *store;
+    ql_test_store_open(data, &store);
+    ql_err_t err;
+    ql_id_t model;
+    cr_assert_eq(ql_test_create_daily_model(store, "p", "m", &model, &err), 0, "%s", err.msg);
+    static const ql_step_spec_t steps[1] = {{.name = "s", .kind = "noop"}};
+    static char text[16384];
+    memset(text, 'x', sizeof text);
+    enum { N = 600 };
+    ql_id_t ids[N];
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    for (int i = 0; i < N; i++) {
+        ql_job_spec_t spec = {.priority = 3,
+                              .submitter = "ADMIN",
+                              .now = 1788220800000LL + i,
+                              .steps = steps,
+                              .n_steps = 1};
+        int64_t s = (int64_t)i * 86400000LL;
+        cr_assert_eq(ql_meta_submit_build(t, &model, s, s + 86400000LL, &spec, &ids[i], NULL, &err),
+                     0, "%s", err.msg);
+        cr_assert_eq(ql_output_put(t, &ids[i], 0, text, sizeof text), 0);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    /* Every job but the last is deleted (the records only: this test is about the file). */
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    for (int i = 0; i < N - 1; i++) {
+        cr_assert_eq(ql_job_delete(t, &ids[i]), 0);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_store_close(store);
+
+    run_t r;
+    RUN(&r, "store", "compact", data);
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "saved");
+    run_free(&r);
+    char path[400];
+    struct stat before, after;
+    snprintf(path, sizeof path, "%s/data.mdb", data);
+    cr_assert_eq(stat(path, &before), 0);
+    snprintf(path, sizeof path, "%s/compact/data.mdb", data);
+    cr_assert_eq(stat(path, &after), 0);
+    cr_assert_lt(after.st_size * 4, before.st_size, "%lld vs %lld", (long long)after.st_size,
+                 (long long)before.st_size);
+
+    /* The copy is a store: the kept job and its output are there, and fsck is clean. */
+    snprintf(path, sizeof path, "%s/compact", data);
+    ql_store_t *copy;
+    ql_test_store_open(path, &copy);
+    cr_assert_eq(ql_txn_begin(copy, false, &t), 0);
+    char *out = NULL;
+    size_t len = 0;
+    cr_assert_eq(ql_output_get(t, &ids[N - 1], 0, &out, &len), 0);
+    cr_assert_eq(len, sizeof text);
+    free(out);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &ids[0], 0, &j), QL_ENOTFOUND);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(copy);
+    ql_store_close(copy);
+
+    /* A second run refuses to overwrite the copy. */
+    RUN(&r, "store", "compact", data);
+    EXPECT_EXIT(&r, 2);
+    EXPECT_IN(r.err, "exists");
+    run_free(&r);
+}
+
+Test(cli, project_and_model_lifecycle, .init = server_start, .fini = server_stop, .timeout = 180) {
+    run_t r;
+    RUN(&r, "project", "create", "demo");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "create", "-p", "demo", "orders", "--partition-column", "DT",
+        "--partition-format", "yyyy-MM-dd");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "segment", "build", "-q", "-p", "demo", "-m", "orders", "--start", "2020-01-01",
+        "--end", "2020-01-02");
+    EXPECT_EXIT(&r, 0);
+    char *built = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "job", "wait", built, "--timeout", "120s");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+
+    RUN(&r, "model", "rename", "-p", "demo", "orders", "sales_orders");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "model", "list", "-p", "demo");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "sales_orders");
+    run_free(&r);
+    RUN(&r, "model", "partition", "-p", "demo", "sales_orders", "--full-load", "--column", "X");
+    EXPECT_EXIT(&r, 2);
+    run_free(&r);
+    RUN(&r, "model", "partition", "-p", "demo", "sales_orders", "--column", "DAY", "--format",
+        "yyyyMMdd");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "1 segments were purged");
+    run_free(&r);
+    RUN(&r, "segment", "list", "-p", "demo", "-m", "sales_orders", "--json");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "\"total_size\": 0");
+    run_free(&r);
+    RUN(&r, "model", "delete", "-p", "demo", "sales_orders");
+    EXPECT_EXIT(&r, 0);
+    run_free(&r);
+    RUN(&r, "job", "show", built, "-p", "demo");
+    EXPECT_EXIT(&r, 1); /* the model's jobs went with it */
+    run_free(&r);
+
+    /* A project with a running job: refused, then deleted with --discard-jobs. */
+    char def[400];
+    snprintf(def, sizeof def, "%s/nap.yaml", g_home);
+    write_file(def,
+               "project: demo\ntype: NAP\nsteps:\n  - {name: nap, kind: sleep, duration: 1h}\n",
+               0644);
+    RUN(&r, "job", "submit", "-q", def);
+    EXPECT_EXIT(&r, 0);
+    char *nap = first_line(r.out);
+    run_free(&r);
+    RUN(&r, "project", "delete", "demo");
+    EXPECT_EXIT(&r, 1);
+    EXPECT_IN(r.err, "QL-00007");
+    run_free(&r);
+    RUN(&r, "project", "delete", "demo", "--discard-jobs");
+    EXPECT_EXIT(&r, 0);
+    EXPECT_IN(r.out, "deleted project demo");
+    run_free(&r);
+    RUN(&r, "project", "list");
+    EXPECT_EXIT(&r, 0);
+    cr_assert_null(strstr(r.out, "demo"), "%s", r.out);
+    run_free(&r);
+    free(built);
+    free(nap);
 }

@@ -72,6 +72,7 @@ typedef struct ql_api_stats {
     uint64_t adhoc;           /* ad-hoc jobs (POST /jobs) */
     uint64_t submit_failures; /* submissions refused by the store rules */
     uint64_t actions;         /* job actions applied */
+    uint64_t jobs_deleted;    /* jobs deleted through the API (DELETE /jobs) */
 } ql_api_stats_t;
 void ql_api_get_stats(const ql_api_t *api, ql_api_stats_t *out);
 

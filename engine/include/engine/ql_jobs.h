@@ -57,6 +57,40 @@ int ql_step_set_state(ql_txn_t *txn, ql_step_t *step, ql_state_t to, int64_t now
 int ql_job_apply_action(ql_txn_t *txn, const ql_id_t *job, ql_action_t action, int64_t now,
                         ql_state_t *was, ql_err_t *err);
 
+/* Ends a live job SUICIDAL (its target is gone or going, docs/design/jobs.md): its unfinished
+ * steps are DISCARDED, its NEW segment removed; a final job is left as it is. A RUNNING step's
+ * process is stopped by the scheduler when it sees the job no longer RUNNING (ql_sched.h). */
+int ql_job_end_suicidal(ql_txn_t *txn, const ql_id_t *job, int64_t now, ql_err_t *err);
+
+/*
+ * Removing metadata (docs/design/jobs.md, Deleting jobs; docs/rest.md): each call changes
+ * everything in txn, so a failure leaves nothing half removed. Jobs deleted are appended to
+ * deleted (may be NULL) for the caller to remove their step logs once txn committed
+ * (ql_store_remove_job_logs); *discarded (may be NULL) gets how many live jobs were ended.
+ */
+typedef struct ql_id_list {
+    ql_id_t *ids; /* owned: ql_id_list_free */
+    size_t n, cap;
+} ql_id_list_t;
+int ql_id_list_add(ql_id_list_t *l, const ql_id_t *id); /* 0 or UV_ENOMEM */
+void ql_id_list_free(ql_id_list_t *l);
+
+/* Drops a model: its live jobs are discarded (as DISCARD does), then every job of the model is
+ * deleted with its steps and outputs, then its segments and the model. QL_ENOTFOUND for an
+ * unknown model. */
+int ql_model_drop(ql_txn_t *txn, const ql_id_t *model, int64_t now, ql_id_list_t *deleted,
+                  size_t *discarded, ql_err_t *err);
+/* Drops a project with its models (ql_model_drop), segments and jobs. While it has live jobs the
+ * call is refused with QL_EACTION naming them, unless discard_live: then they are discarded
+ * first. QL_ENOTFOUND for an unknown project. */
+int ql_project_drop(ql_txn_t *txn, const char *project, bool discard_live, int64_t now,
+                    ql_id_list_t *deleted, size_t *discarded, ql_err_t *err);
+/* Purges a model's segments, as Kylin does when a model's partition column or format changes:
+ * its live jobs end SUICIDAL (their segments are going), then every segment is deleted; *purged
+ * (may be NULL) gets how many. The model record is the caller's to rewrite. */
+int ql_model_purge_segments(ql_txn_t *txn, const ql_id_t *model, int64_t now, size_t *purged,
+                            size_t *ended, ql_err_t *err);
+
 /* Ends a READY, PENDING or RUNNING job as if its steps had: SUCCEED (warned: with a WARNING
  * step) or ERROR. For the simulator's `job: finish`. */
 int ql_job_force_finish(ql_txn_t *txn, const ql_id_t *job, ql_state_t outcome, bool warned,

@@ -35,6 +35,7 @@
 #include "config/ql_config.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_lock.h"
+#include "scheduler/ql_retention.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/ql_submission.h"
 
@@ -106,6 +107,30 @@ ql_log_t *ql_node_log(ql_node_t *n);
 /* NULL unless this node schedules (mode all/job and the lock is held). */
 ql_sched_t *ql_node_sched(ql_node_t *n);
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n);
+/* How full the store and its disk are: the store's pages in use against qilin.storage.map-size
+ * (LMDB; no map on PostgreSQL), and the free space of the data directory's file system. A server
+ * measures every QL_SPACE_CHECK_MS and logs a warning when either passes its threshold (and when
+ * it is back under); /metrics measures at each scrape. */
+#define QL_SPACE_MAP_WARN 0.80  /* of the map size */
+#define QL_SPACE_DISK_WARN 0.05 /* free share of the disk under which it is nearly full */
+#define QL_SPACE_DISK_MIN_FREE (1ull << 30) /* or free bytes under which it is */
+#define QL_SPACE_CHECK_MS 10000
+typedef struct ql_node_space {
+    uint64_t used_bytes, map_size; /* map_size 0: none (PostgreSQL) */
+    double map_ratio;
+    uint64_t disk_free, disk_total; /* 0 when the file system cannot be asked */
+    bool map_warning, disk_warning;
+} ql_node_space_t;
+/* Measures store (one stat, one statvfs): 0 or the store's error. */
+int ql_node_space_measure(ql_store_t *store, ql_node_space_t *out);
+/* Logs what changed between two measures: a warning when a threshold is passed, a note when it
+ * is back under. path names the data directory. */
+void ql_node_space_log(ql_log_t *log, const char *path, const ql_node_space_t *was,
+                       const ql_node_space_t *now);
+
+/* Final jobs this node's retention deleted since it started, over all its holdings of the job
+ * engine lock (ql_retention.h; only a master runs retention). */
+uint64_t ql_node_retention_removed(const ql_node_t *n);
 /* The submission service every client's new job goes through (ql_submission.h), in every mode
  * (a query-only server refuses writes in its API; the service's cache still checks formats).
  * It wakes the scheduler after each committed submission. Borrowed for the node's life. */

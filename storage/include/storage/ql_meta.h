@@ -113,6 +113,25 @@ int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model,
 int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
                             ql_err_t *err);
 
+/* Deletes jobs with their steps, outputs and index entries, all in txn (docs/design/jobs.md,
+ * Deleting jobs): every job must exist (QL_ENOTFOUND naming it), belong to project when project
+ * is neither NULL nor "" (QL_ENOTFOUND), and be final: SUCCEED, DISCARDED or SUICIDAL. One that
+ * is not refuses the whole call with QL_EACTION, naming the live jobs (the first few, and how
+ * many). A job listed twice is deleted once. The step logs are the caller's to remove after the
+ * commit (ql_store_remove_job_logs). */
+int ql_meta_delete_jobs(ql_txn_t *txn, const char *project, const ql_id_t *ids, size_t n,
+                        ql_err_t *err);
+
+/* Retention's walk reads at most this many entries per job it may delete, so that old live jobs
+ * (a job PAUSED for months) cost a batch a bounded time. */
+#define QL_PURGE_SCAN_FACTOR 8
+/* Retention: deletes, oldest change first, up to max final jobs whose last change (for a final
+ * job, its end) is before `before` (epoch ms), with their steps and outputs, in txn. out (max
+ * entries, the caller's) gets their ids and *n how many, for the caller to remove their step
+ * logs once txn committed. *n < max means none older is left, unless the walk read its bound of
+ * max * QL_PURGE_SCAN_FACTOR entries past live jobs. */
+int ql_meta_purge_jobs(ql_txn_t *txn, int64_t before, size_t max, ql_id_t *out, size_t *n);
+
 /*
  * The segment effects of a job reaching a final state, written in the same transaction as the
  * job's state (docs/design/jobs.md): SUCCEED makes its NEW segment READY (WARNING when warned) and

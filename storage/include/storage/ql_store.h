@@ -100,6 +100,12 @@ typedef struct ql_store_stat {
     uint64_t file_bytes; /* size of the data file on disk */
 } ql_store_stat_t;
 int ql_store_stat(ql_store_t *store, ql_store_stat_t *out);
+/* Writes a compacted copy of the store into the existing, empty folder dir (LMDB's data.mdb
+ * without its free pages: LMDB reuses freed pages but never gives them back, so the file never
+ * shrinks by itself). The copy is one read transaction: consistent, and safe beside writers.
+ * UV_ENOTSUP on PostgreSQL (VACUUM FULL is the database's own tool); an I/O error or a full disk
+ * as a negative code. Blocks for as long as the copy takes. */
+int ql_store_compact(ql_store_t *store, const char *dir);
 
 /* Whether servers on other hosts may share this store: true for PostgreSQL, where a step's
  * recorded server (ql_step_t.server_id) says which host its processes and its log are on;
@@ -296,6 +302,9 @@ typedef int (*ql_project_cb)(const ql_project_t *p, void *arg);
 /* Projects in name order (the record is borrowed for the callback's duration). */
 int ql_project_foreach(ql_txn_t *txn, ql_project_cb cb, void *arg);
 int ql_project_count(ql_txn_t *txn, uint64_t *out);
+/* Deletes an empty project: QL_ENOTFOUND when there is none; QL_EINVAL while it still has models
+ * or jobs (ql_project_drop, engine/ql_jobs.h, removes them first). */
+int ql_project_delete(ql_txn_t *txn, const char *name);
 
 /* ---- models ---- */
 
@@ -311,6 +320,9 @@ typedef int (*ql_model_cb)(const ql_model_t *m, void *arg);
 /* Models of a project in name order (record borrowed for the callback). */
 int ql_model_foreach(ql_txn_t *txn, const char *project, ql_model_cb cb, void *arg);
 int ql_model_count(ql_txn_t *txn, const char *project, uint64_t *out);
+/* Deletes a model with its name entry and count: QL_ENOTFOUND when there is none; QL_EINVAL
+ * while it still has segments or jobs (ql_model_drop, engine/ql_jobs.h, removes them first). */
+int ql_model_delete(ql_txn_t *txn, const ql_id_t *id);
 
 /* ---- segments ---- */
 
@@ -340,6 +352,14 @@ int ql_segment_count(ql_txn_t *txn, const ql_id_t *model, uint64_t *out);
 int ql_job_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_job_t *out);
 /* Inserts or updates (by id) a job and all of its index entries and counts. */
 int ql_job_put(ql_txn_t *txn, const ql_job_t *j);
+/* Deletes a job with its index entries and counts, its steps and their stored outputs, in txn;
+ * QL_ENOTFOUND when there is no such job. Whatever the job's state: the rules (only final jobs
+ * may go, and why) are the callers' (ql_meta_delete_jobs, ql_meta_purge_jobs). The step logs on
+ * disk are not transactional: remove them with ql_store_remove_job_logs once txn committed. */
+int ql_job_delete(ql_txn_t *txn, const ql_id_t *id);
+/* Removes the step logs of a job kept by this host, <data directory>/logs/<job>/ and the files
+ * in it; 0 when there were none. Blocks for the file system (a few unlinks). */
+int ql_store_remove_job_logs(ql_store_t *store, const ql_id_t *job);
 typedef int (*ql_job_cb)(const ql_job_t *j, void *arg);
 /* Jobs in state, in (priority, create time) order: what the fetcher picks. */
 int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
