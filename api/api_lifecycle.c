@@ -72,9 +72,19 @@ static void drop_done(void *arg, int status, const ql_err_t *err) {
 
 /* ---- DELETE /projects/{project}?discard_jobs= ---- */
 
+/* The dispatcher's stored decision of each model of the dropped project goes with it. */
+static int forget_decision(const ql_model_t *m, void *arg) {
+    return ql_dispatch_decision_forget(arg, &m->id);
+}
+
 static int project_drop_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     change_op_t *op = arg;
     reset_outputs(op);
+    /* Forgotten first, in the same mutation: a refused drop rolls the forgetting back too. */
+    int rc = ql_model_foreach(txn, op->project, forget_decision, txn);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the models of project '%s': %s", op->project,
+                          ql_strerror(rc));
     return ql_project_drop(txn, op->project, op->discard_jobs, op->base.now, &op->deleted,
                            &op->discarded, err);
 }
@@ -137,6 +147,9 @@ static int model_drop_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         return rc;
     ql_id_t id = m.id;
     ql_model_free(&m);
+    if ((rc = ql_dispatch_decision_forget(txn, &id)))
+        return ql_err_set(err, rc, "cannot remove the model's dispatcher decision: %s",
+                          ql_strerror(rc));
     return ql_model_drop(txn, &id, op->base.now, &op->deleted, &op->discarded, err);
 }
 

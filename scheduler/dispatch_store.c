@@ -115,6 +115,12 @@ int ql_dispatch_decision_load(ql_txn_t *txn, const ql_id_t *model, ql_decision_t
     return 0;
 }
 
+int ql_dispatch_decision_forget(ql_txn_t *txn, const ql_id_t *model) {
+    char key[sizeof KEY_PREFIX + QL_ID_STR_LEN];
+    meta_key(model, key);
+    return ql_meta_delete(txn, key);
+}
+
 /* ---- what changed ---- */
 
 /* One 64-bit word into the running hash (a multiply and a shift: cheap enough for every model of

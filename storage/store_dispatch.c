@@ -263,6 +263,13 @@ int ql_meta_put_str(ql_txn_t *t, const char *key, const char *value) {
     return t->ops->meta_put_str(t, key, value);
 }
 
+int ql_meta_delete(ql_txn_t *t, const char *key) {
+    /* The fencing epoch only ever grows: deleting it would let an old token write again. */
+    if (!t->write || !strcmp(key, "job_engine_epoch"))
+        return QL_EINVAL;
+    return t->ops->meta_delete(t, key);
+}
+
 int ql_store_metadata_generation(ql_txn_t *t, uint64_t *out) {
     return t->ops->metadata_generation(t, out);
 }

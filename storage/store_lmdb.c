@@ -435,6 +435,10 @@ int lmdb_meta_put_str(ql_txn_t *t, const char *key, const char *value) {
     return ql_db_put(t, DB_META, key, strlen(key), value, strlen(value));
 }
 
+static int lmdb_meta_delete(ql_txn_t *t, const char *key) {
+    return ql_db_del(t, DB_META, key, strlen(key));
+}
+
 static const store_ops_t lmdb_ops = {
     .name = "lmdb",
     .close = lmdb_close,
@@ -452,6 +456,7 @@ static const store_ops_t lmdb_ops = {
     .meta_put_u64 = lmdb_meta_put_u64,
     .meta_get_str = lmdb_meta_get_str,
     .meta_put_str = lmdb_meta_put_str,
+    .meta_delete = lmdb_meta_delete,
     .metadata_generation = lmdb_metadata_generation,
     .project_get = lmdb_project_get,
     .project_put = lmdb_project_put,

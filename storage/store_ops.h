@@ -52,6 +52,7 @@ typedef struct store_ops {
     int (*meta_put_u64)(ql_txn_t *t, const char *key, uint64_t value);
     int (*meta_get_str)(ql_txn_t *t, const char *key, char *buf, size_t cap);
     int (*meta_put_str)(ql_txn_t *t, const char *key, const char *value);
+    int (*meta_delete)(ql_txn_t *t, const char *key);
     int (*metadata_generation)(ql_txn_t *t, uint64_t *out);
     /* ql_fence_claim's set-if-not-larger of the epoch, in one step that locks the epoch for
      * writing (0, or QL_EFENCED with *cur the larger epoch kept); NULL: fence.c reads and writes

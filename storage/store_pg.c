@@ -42,6 +42,7 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_META_GET_UPDATE] = "SELECT value FROM meta WHERE key = $1::text FOR UPDATE",
     [S_META_PUT] = "INSERT INTO meta (key, value) VALUES ($1::text, $2::bytea) "
                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    [S_META_DELETE] = "DELETE FROM meta WHERE key = $1::text",
     [S_META_BUMP] = "INSERT INTO meta (key, value) VALUES ('metadata_generation', "
                     "int8send(1)) ON CONFLICT (key) DO UPDATE SET value = "
                     "int8send(('x' || encode(meta.value, 'hex'))::bit(64)::bigint + 1)",
@@ -718,6 +719,7 @@ const store_ops_t ql_pg_ops = {
     .fence_claim = pg_fence_claim,
     .meta_get_str = pg_meta_get_str,
     .meta_put_str = pg_meta_put_str,
+    .meta_delete = pg_meta_delete,
     .metadata_generation = pg_metadata_generation,
     .project_get = pg_project_get,
     .project_put = pg_project_put,

@@ -16,6 +16,7 @@ typedef enum pg_stmt {
     S_META_GET_SHARE,
     S_META_GET_UPDATE,
     S_META_PUT,
+    S_META_DELETE,
     S_META_BUMP,
     S_PROJ_GET,
     S_PROJ_GET_SHARE,
@@ -219,6 +220,7 @@ int pg_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
 int pg_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);
 int pg_meta_get_str(ql_txn_t *t, const char *key, char *buf, size_t cap);
 int pg_meta_put_str(ql_txn_t *t, const char *key, const char *value);
+int pg_meta_delete(ql_txn_t *t, const char *key);
 int pg_metadata_generation(ql_txn_t *t, uint64_t *out);
 int pg_project_get(ql_txn_t *t, const char *name, unsigned flags, ql_project_t *out);
 int pg_project_put(ql_txn_t *t, const ql_project_t *p);

@@ -70,6 +70,12 @@ static int meta_put(pg_txn_t *t, const char *key, const void *v, size_t len) {
     return pg_exec(t, S_META_PUT, &p, NULL);
 }
 
+int pg_meta_delete(ql_txn_t *bt, const char *key) {
+    pg_params_t p = {0};
+    pg_p_text(&p, key);
+    return pg_exec(pgt(bt), S_META_DELETE, &p, NULL);
+}
+
 int pg_meta_put_u64(ql_txn_t *bt, const char *key, uint64_t value) {
     uint8_t b[8];
     for (int i = 7; i >= 0; i--) {

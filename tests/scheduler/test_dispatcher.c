@@ -1292,6 +1292,21 @@ static uint64_t decisions_written(void) {
     return st.decisions_written;
 }
 
+/* A dropped model's decision goes with it (DELETE /models and /projects forget it in the same
+ * transaction); forgetting one that was never written is fine. */
+Test(dispatcher, a_stored_decision_is_forgotten) {
+    make_default();
+    scan();
+    ql_decision_t s = {0};
+    cr_assert_eq(load_stored(&model, &s), 0);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    cr_assert_eq(ql_dispatch_decision_forget(t, &model), 0);
+    cr_assert_eq(ql_dispatch_decision_forget(t, &model), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(load_stored(&model, &s), QL_ENOTFOUND);
+}
+
 Test(dispatcher, decisions_are_kept_in_the_store_when_they_change) {
     make_default();
     ql_decision_t s = {0};

@@ -118,6 +118,31 @@ Test(contract, meta_values_round_trip_and_survive_a_reopen) {
     ql_txn_abort(t);
 }
 
+/* A deleted value is gone after the commit, deleting a missing one is fine, a read transaction
+ * cannot delete, and the fencing epoch cannot be deleted at all (it only ever grows). */
+Test(contract, meta_values_are_deleted_but_never_the_fencing_epoch) {
+    ql_txn_t *t = wbegin();
+    uint64_t epoch;
+    cr_assert_eq(ql_meta_put_str(t, "c_gone", "bye"), 0);
+    cr_assert_eq(ql_fence_raise(t, &epoch), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    cr_assert_eq(ql_meta_delete(t, "c_gone"), QL_EINVAL);
+    ql_txn_abort(t);
+    t = wbegin();
+    cr_assert_eq(ql_meta_delete(t, "c_gone"), 0);
+    cr_assert_eq(ql_meta_delete(t, "c_never_there"), 0);
+    cr_assert_eq(ql_meta_delete(t, "job_engine_epoch"), QL_EINVAL);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    char buf[8];
+    uint64_t cur = 0;
+    cr_assert_eq(ql_meta_get_str(t, "c_gone", buf, sizeof buf), QL_ENOTFOUND);
+    cr_assert_eq(ql_fence_current(t, &cur), 0);
+    cr_assert_eq(cur, epoch);
+    ql_txn_abort(t);
+}
+
 /* The data directory holds more than the store (step logs, the job engine lock file), so every
  * backend creates it, with its missing parents, and none is open to every local user. */
 Test(contract, the_data_directory_is_created_when_missing) {

@@ -159,6 +159,9 @@ int ql_dispatcher_decision(const ql_dispatcher_t *d, const ql_id_t *model, ql_de
  * when the master reached this decision. QL_ENOTFOUND when none was written, QL_ECORRUPT when
  * the stored text is not a decision. txn is any transaction. */
 int ql_dispatch_decision_load(ql_txn_t *txn, const ql_id_t *model, ql_decision_t *out);
+/* Removes model's stored decision (a model that is dropped), in the write transaction txn; 0
+ * also when there was none. */
+int ql_dispatch_decision_forget(ql_txn_t *txn, const ql_id_t *model);
 
 typedef struct ql_dispatcher_stats {
     uint64_t scans;

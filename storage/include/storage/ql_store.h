@@ -288,6 +288,9 @@ int ql_meta_put_u64(ql_txn_t *txn, const char *key, uint64_t value);
 /* Copies a string value into buf (cap bytes with NUL). */
 int ql_meta_get_str(ql_txn_t *txn, const char *key, char *buf, size_t cap);
 int ql_meta_put_str(ql_txn_t *txn, const char *key, const char *value);
+/* Removes key in a write transaction: 0 also when it was not there; QL_EINVAL for the fencing
+ * epoch, which only ever grows. */
+int ql_meta_delete(ql_txn_t *txn, const char *key);
 
 /* A counter raised by every project or model write (in the same transaction): a cached,
  * decoded copy of projects and models is exact while the generation it was read at holds. */
