@@ -10,6 +10,7 @@
  * to a file. This test is a child subreaper, so every orphan comes back to it, and the teardown
  * kills whatever is left.
  */
+#include "engine/ql_proc.h"
 #include "tests/common/loop_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -27,12 +28,12 @@
 
 #define HELPER QL_BUILD_DIR "/tools/qilin-exec"
 #define DEADLINE_MS 10000
-#define TOKEN "QILIN_STEP_TOKEN=00112233445566778899aabbccddee%02x"
 
 static char dir[64], pids_path[128], ended_path[128];
-static char token[64]; /* the step's marker, one per server started: a late watcher of an
-                          earlier one kills only its own step's processes */
-static int servers_started;
+/* The step's marker, a new random one per server started: a late watcher of an earlier one
+ * kills only its own step's processes, and two runs of this test at once (two build trees) never
+ * kill each other's. */
+static char token[64];
 static pid_t server;
 static long kids[2];
 
@@ -88,7 +89,9 @@ static void start_server_threads(const char *script, bool marked, int threads) {
     ql_test_tmpdir(dir, sizeof dir, "ql_watcher");
     snprintf(pids_path, sizeof pids_path, "%s/pids", dir);
     snprintf(ended_path, sizeof ended_path, "%s/ended", dir);
-    snprintf(token, sizeof token, TOKEN, servers_started++ & 0xff);
+    char fresh[QL_PROC_TOKEN_LEN + 1];
+    cr_assert_eq(ql_proc_token_new(fresh), 0);
+    snprintf(token, sizeof token, QL_PROC_TOKEN_ENV "=%s", fresh);
     server = fork(); /* no Criterion call in the children */
     if (server == 0) {
         char parent[32];
