@@ -13,6 +13,8 @@
  *   takes over at once, well within the session timeout, and finishes the job.
  * - The pause nemesis: the scheduler-100 leader is stopped (SIGSTOP) for twice the session
  *   timeout mid-step; the other leads and reruns the step, the continued one steps down.
+ * - ZooKeeper paused past the session timeout while the leader runs a step: the leader suspends,
+ *   steps down and stops its step; afterwards one server leads with a larger token.
  * - The settings a server refuses at start, one test each, and the coordination guard: a server
  *   configured differently from the store's other job servers does not start.
  *
@@ -37,8 +39,12 @@ static qd_t S[N];
 static char dir[256];      /* the steps' directory: script, trace, locks */
 static char base[64];      /* this test's ZooKeeper base path */
 static long server_pid[N]; /* the trace names servers by pid */
+static pid_t zk_stopped;   /* the ZooKeeper server while a test holds it stopped */
 
 static void teardown(void) {
+    if (zk_stopped > 0)
+        kill(zk_stopped, SIGCONT);
+    zk_stopped = 0;
     for (int i = 0; i < N; i++) {
         if (S[i].pid > 0)
             kill(S[i].pid, SIGCONT);
@@ -203,7 +209,7 @@ static void assert_no_overlap(const trace_t *t) {
 
 /* The job ended SUCCEED once, under the new leader's claimed token; the interrupted middle step
  * ran again on the new leader only; the store is clean. */
-static void check_outcome(const char *job, int leader, int old) {
+static void check_outcome_from(const char *job, int leader, int old, uint64_t old_fence) {
     wait_job_state(&S[leader], "p", job, "SUCCEED", 60000);
     trace_t t = read_trace(dir);
     assert_no_overlap(&t);
@@ -215,6 +221,8 @@ static void check_outcome(const char *job, int leader, int old) {
     int64_t ms;
     nth(&t, "start", 0, 0, &pid, &ms);
     cr_assert_eq(pid, server_pid[old], "the first step ran on the first leader");
+    nth(&t, "start", 1, 0, &pid, &ms);
+    cr_assert_eq(pid, server_pid[old], "the interrupted try ran on the first leader");
     nth(&t, "start", 1, 1, &pid, &ms);
     cr_assert_eq(pid, server_pid[leader], "the middle step was resumed by the new leader");
     nth(&t, "end", 1, 0, &pid, &ms);
@@ -224,7 +232,7 @@ static void check_outcome(const char *job, int leader, int old) {
     /* The transition's own line ("... by another process" is a server noticing it). */
     cr_assert_eq(log_lines(S, N, "job RUNNING -> SUCCEED job=", job), 1, "the job must end once");
 
-    uint64_t old_fence = scheduling_fence(old), new_fence = scheduling_fence(leader);
+    uint64_t new_fence = scheduling_fence(leader);
     cr_assert_gt(new_fence, old_fence, "the new holding's token (czxid) is larger");
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
@@ -243,6 +251,11 @@ static void check_outcome(const char *job, int leader, int old) {
     ql_txn_abort(txn);
     ql_test_assert_fsck_clean(store);
     ql_store_close(store);
+}
+
+/* check_outcome_from, the old leader's token read from its log (its last holding). */
+static void check_outcome(const char *job, int leader, int old) {
+    check_outcome_from(job, leader, old, scheduling_fence(old));
 }
 
 Test(zk_servers, scheduler_100_elects_one_leader_and_a_killed_leader_is_replaced) {
@@ -320,13 +333,14 @@ Test(zk_servers, scheduler_0_with_zookeeper_hands_over_at_once_on_a_graceful_sto
 /* The pause nemesis: the leader is stopped (SIGSTOP) in the middle of a step for twice the
  * session timeout. The other server leads once the paused one's session has expired, and runs
  * the step again (at once on LMDB, where it kills the old try's process group on this host;
- * after the takeover grace on PostgreSQL, which here outlasts the pause). Continued, the old
- * leader finds its session ended or its late write refused by fencing, steps down and stands
- * by. Nothing overlaps and the job ends once. */
+ * after the takeover grace on PostgreSQL, here 2T: the takeover comes at least T after the
+ * pause began, so the new try starts at least T after the paused leader is continued, time for
+ * it to stop its own try). Continued, the old leader finds its session ended or its late write
+ * refused by fencing, steps down and stands by. Nothing overlaps and the job ends once. */
 Test(zk_servers, scheduler_100_leader_paused_past_its_session_is_replaced_and_steps_down) {
     const int T = 2000;
     init_servers();
-    const char *grace[] = {"qilin.cluster.takeover-grace-ms=6000", NULL};
+    const char *grace[] = {"qilin.cluster.takeover-grace-ms=4000", NULL};
     launch(0, 100, T, grace);
     qd_wait_up(&S[0]);
     server_pid[0] = (long)S[0].pid;
@@ -371,11 +385,65 @@ Test(zk_servers, scheduler_100_leader_paused_past_its_session_is_replaced_and_st
     qd_stop_ok(&S[1], 30000);
 }
 
+/* ZooKeeper itself stopped (SIGSTOP of its server) for 2.5 session timeouts while the leader runs
+ * a step: the leader suspends (picks nothing new), and once suspended for
+ * qilin.cluster.suspend-kill-ms it steps down and stops its step, before ZooKeeper could let
+ * another server lead. When ZooKeeper runs again, one server leads with a larger token, runs the
+ * step again and finishes the job; nothing overlaps. */
+Test(zk_servers, zookeeper_paused_past_the_session_timeout_stops_the_leader_then_one_leads) {
+    const int T = 2000;
+    /* The session's states drive the node the same way on either store: LMDB only, to keep the
+     * ZooKeeper suite short. */
+    ql_test_require_backend("lmdb");
+    init_servers();
+    launch(0, 100, T, NULL);
+    qd_wait_up(&S[0]);
+    server_pid[0] = (long)S[0].pid;
+    wait_log(&S[0], "scheduling: holding the job engine lock", 10000);
+    launch(1, 100, T, NULL);
+    qd_wait_up(&S[1]);
+    server_pid[1] = (long)S[1].pid;
+    wait_log(&S[1], "standby: the job engine lock is held by server=s0", 10000);
+    uint64_t first = scheduling_fence(0);
+
+    make_model(&S[0], "p", "m", NULL);
+    char job[64];
+    snprintf(job, sizeof job, "%s", build(&S[0], "p", "m", D0, D0 + DAY));
+    long pid;
+    wait_start(dir, 1, 0, &pid, 30000);
+    cr_assert_eq(pid, server_pid[0]);
+
+    zk_stopped = ql_test_zk_server_pid();
+    int64_t t0 = now_ms();
+    cr_assert_eq(kill(zk_stopped, SIGSTOP), 0);
+    /* Suspended after 2T/3 without an answer, doubtful T/4 later: well inside the pause. */
+    wait_log(&S[0], "suspended: the ZooKeeper connection is lost", 2 * T);
+    wait_log(&S[0], "lost the job engine lock", 2 * T);
+    int64_t stepped_down = now_ms() - t0;
+    assert_file_contains(S[0].log, "qilin.cluster.suspend-kill-ms");
+    /* The pause lasts 2.5T whatever happens meanwhile: its length is what is tested. */
+    while (now_ms() - t0 < 5 * T / 2) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    kill(zk_stopped, SIGCONT);
+    zk_stopped = 0;
+    fprintf(stderr,
+            "zk_servers: ZooKeeper stopped for %d ms -> the leader stepped down after %lld ms\n",
+            5 * T / 2, (long long)stepped_down);
+    int leader = the_leader(20000);
+    check_outcome_from(job, leader, 0, first);
+    qd_stop_ok(&S[0], 30000);
+    qd_stop_ok(&S[1], 30000);
+}
+
 /* ---- refusals ---- */
 
 /* Starts server 0 with settings (NULL-terminated "KEY=VALUE" list) and asserts that it refuses
  * to start, with needle in its stderr. */
 static void assert_refused(int scheduler, const char *const *more, const char *needle) {
+    /* Refused for the configuration alone, the same on either store: checked on LMDB only. */
+    ql_test_require_backend("lmdb");
     launch(0, scheduler, 2000, more);
     cr_assert_not(qd_wait_listening(&S[0]), "qilind started");
     cr_assert(qd_wait_exit(&S[0], 20000));
