@@ -7,7 +7,8 @@
  * DESIGN.
  * - The lock owns the server's one ZooKeeper session. The recipe is made by try_acquire when
  *   there is none, and freed by release (which deletes this server's node, so a standby takes
- *   over at once); a demotion therefore rejoins with a new node and a new, larger token.
+ *   over at once); a demotion therefore rejoins with a new node and a new, larger token. Not
+ *   while the connection is lost: then release keeps the recipe (see zk_release).
  * - HELD is not yet a holding: try_acquire first claims the node's czxid in the store
  *   (ql_fence_claim, a write transaction of its own, as the file lock raises its epoch), and
  *   only a committed claim makes the token this server's fence. A refused claim means the
@@ -36,6 +37,7 @@ typedef struct {
     ql_zk_lock_t *lock;   /* scheduler 0: the recipe while joined */
     ql_zk_elect_t *party; /* scheduler 100: the recipe while joined */
     uint64_t offered;     /* the token of a HELD not claimed yet; 0: none */
+    uint64_t holding;     /* the token of the recipe's current HELD (claimed or not); 0: none */
     char holder[256];     /* the holder a STANDBY named */
     char ended[256];      /* why the holding (or the session) ended, "" while it lasts */
     char failed[256];     /* FAILED's reason: the session is unusable */
@@ -50,15 +52,15 @@ static void on_hold(void *arg, const ql_zk_hold_event_t *ev) {
     zk_lock_t *l = arg;
     switch (ev->kind) {
     case QL_ZK_HELD:
-        l->offered = ev->token;
+        l->offered = l->holding = ev->token;
         l->holder[0] = '\0';
         break;
     case QL_ZK_STANDBY:
-        l->offered = 0;
+        l->offered = l->holding = 0;
         snprintf(l->holder, sizeof l->holder, "%s", ev->holder[0] ? ev->holder : "another server");
         break;
     case QL_ZK_LOST:
-        l->offered = 0;
+        l->offered = l->holding = 0;
         if (l->base.held && ev->token == l->base.fence && !l->ended[0])
             snprintf(l->ended, sizeof l->ended, "the ZooKeeper holding ended: %s", ev->reason);
         break;
@@ -86,7 +88,7 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         break;
     case QL_ZK_EXPIRED:
         l->base.suspended = false;
-        l->offered = 0;
+        l->offered = l->holding = 0;
         if (l->base.held && !l->ended[0])
             snprintf(l->ended, sizeof l->ended, "the ZooKeeper session ended: %s", ev->reason);
         ql_log(l->log, QL_LOG_WARN, "node",
@@ -96,7 +98,7 @@ static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
         ql_zk_reopen(zk);
         break;
     case QL_ZK_FAILED:
-        l->offered = 0;
+        l->offered = l->holding = 0;
         snprintf(l->failed, sizeof l->failed, "%s", ev->reason);
         if (l->base.held && !l->ended[0])
             snprintf(l->ended, sizeof l->ended, "the ZooKeeper session failed: %s", ev->reason);
@@ -112,7 +114,7 @@ static bool joined(const zk_lock_t *l) {
 }
 
 static int join(zk_lock_t *l) {
-    l->offered = 0;
+    l->offered = l->holding = 0;
     l->holder[0] = '\0';
     return l->elect ? ql_zk_elect_new(l->zk, on_hold, l, &l->party)
                     : ql_zk_lock_new(l->zk, on_hold, l, &l->lock);
@@ -124,7 +126,12 @@ static void leave(zk_lock_t *l) {
     ql_zk_elect_free(l->party);
     l->lock = NULL;
     l->party = NULL;
-    l->offered = 0;
+    l->offered = l->holding = 0;
+}
+
+static bool usable(const zk_lock_t *l) {
+    ql_zk_state_t s = ql_zk_state(l->zk);
+    return s == QL_ZK_CONNECTED || s == QL_ZK_RECONNECTED;
 }
 
 /* The claim of token in the store, in a write transaction of its own. */
@@ -140,11 +147,6 @@ static int claim(zk_lock_t *l, uint64_t token, ql_err_t *err) {
     if ((rc = ql_txn_commit(txn)))
         return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
     return 0;
-}
-
-static bool usable(const zk_lock_t *l) {
-    ql_zk_state_t s = ql_zk_state(l->zk);
-    return s == QL_ZK_CONNECTED || s == QL_ZK_RECONNECTED;
 }
 
 static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t cap) {
@@ -207,9 +209,18 @@ static bool zk_still_held(ql_lock_t *base) {
     return true;
 }
 
+/* Without a connection the node cannot be deleted: the delete would be lost with the connection,
+ * leaving a node of this live session that nobody acts on, in the way of every other server
+ * until the session ends. So the recipe is kept then: if the same session comes back, its
+ * holding is intact and is offered again (the claim of an equal token is accepted unless a
+ * later holding claimed more); if the session ends, the node goes with it and the recipe rejoins
+ * on the next one. */
 static void zk_release(ql_lock_t *base) {
     zk_lock_t *l = (zk_lock_t *)base;
-    leave(l);
+    if (joined(l) && !usable(l))
+        l->offered = l->holding;
+    else
+        leave(l);
     base->held = false;
     base->fence = 0;
     l->ended[0] = '\0';
@@ -217,7 +228,8 @@ static void zk_release(ql_lock_t *base) {
 
 static void zk_free(ql_lock_t *base) {
     zk_lock_t *l = (zk_lock_t *)base;
-    zk_release(base);
+    leave(l); /* the session closes next: its nodes go with it in any case */
+    base->held = false;
     ql_zk_unlisten(l->zk, &l->listener);
     /* The session closes on the loop (its nodes vanish at once); the loop runs until it is
      * freed, as for every other handle of the server. */

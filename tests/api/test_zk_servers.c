@@ -146,6 +146,18 @@ static bool is_master(const qd_t *q) {
     return m;
 }
 
+/* The end of each server's log on stderr, for a failure's diagnosis. */
+static void dump_logs(void) {
+    for (int i = 0; i < N; i++) {
+        char *log = read_file(S[i].log);
+        const char *tail = log ? log : "(none)";
+        if (strlen(tail) > 6000)
+            tail += strlen(tail) - 6000;
+        fprintf(stderr, "---- the end of s%d's log:\n%s\n", i, tail);
+        free(log);
+    }
+}
+
 /* Waits until exactly one running server leads, then checks for a while that it stays the only
  * one; returns its index. */
 static int the_leader(int timeout_ms) {
@@ -161,6 +173,8 @@ static int the_leader(int timeout_ms) {
         cr_assert_leq(n, 1, "two servers lead at once");
         if (n == 1)
             break;
+        if (now_ms() >= deadline)
+            dump_logs();
         cr_assert_lt(now_ms(), deadline, "no server leads after %d ms", timeout_ms);
         poll_pause();
     }
@@ -233,7 +247,13 @@ static void check_outcome_from(const char *job, int leader, int old, uint64_t ol
     cr_assert_eq(log_lines(S, N, "job RUNNING -> SUCCEED job=", job), 1, "the job must end once");
 
     uint64_t new_fence = scheduling_fence(leader);
-    cr_assert_gt(new_fence, old_fence, "the new holding's token (czxid) is larger");
+    if (new_fence == old_fence) {
+        /* Only the same holding has the same token: the old leader's session lived on. */
+        cr_assert_eq(leader, old, "another server leads with the old leader's token");
+        assert_file_contains(S[old].log, "zk: session reconnected");
+    } else {
+        cr_assert_gt(new_fence, old_fence, "the new holding's token (czxid) is larger");
+    }
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
     ql_txn_t *txn;
@@ -388,8 +408,11 @@ Test(zk_servers, scheduler_100_leader_paused_past_its_session_is_replaced_and_st
 /* ZooKeeper itself stopped (SIGSTOP of its server) for 2.5 session timeouts while the leader runs
  * a step: the leader suspends (picks nothing new), and once suspended for
  * qilin.cluster.suspend-kill-ms it steps down and stops its step, before ZooKeeper could let
- * another server lead. When ZooKeeper runs again, one server leads with a larger token, runs the
- * step again and finishes the job; nothing overlaps. */
+ * another server lead. When ZooKeeper runs again, each session is either expired or revived
+ * (docs/zookeeper.md, What none of this guarantees): one server leads, with a larger token, or
+ * the old leader with its own token when its session lived on (its node was kept, not left
+ * behind as a node nobody acts on); it runs the step again and finishes the job; nothing
+ * overlaps. */
 Test(zk_servers, zookeeper_paused_past_the_session_timeout_stops_the_leader_then_one_leads) {
     const int T = 2000;
     /* The session's states drive the node the same way on either store: LMDB only, to keep the
@@ -431,7 +454,7 @@ Test(zk_servers, zookeeper_paused_past_the_session_timeout_stops_the_leader_then
     fprintf(stderr,
             "zk_servers: ZooKeeper stopped for %d ms -> the leader stepped down after %lld ms\n",
             5 * T / 2, (long long)stepped_down);
-    int leader = the_leader(20000);
+    int leader = the_leader(10000);
     check_outcome_from(job, leader, 0, first);
     qd_stop_ok(&S[0], 30000);
     qd_stop_ok(&S[1], 30000);
