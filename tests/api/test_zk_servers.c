@@ -14,7 +14,8 @@
  * - The pause nemesis: the scheduler-100 leader is stopped (SIGSTOP) for twice the session
  *   timeout mid-step; the other leads and reruns the step, the continued one steps down.
  * - ZooKeeper paused past the session timeout while the leader runs a step: the leader suspends,
- *   steps down and stops its step; afterwards one server leads with a larger token.
+ *   steps down and stops its step; afterwards one server leads with a larger token (or the old
+ *   leader with its own, when its session was revived).
  * - The settings a server refuses at start, one test each, and the coordination guard: a server
  *   configured differently from the store's other job servers does not start.
  *
