@@ -10,7 +10,7 @@
  *   over at once); a demotion therefore rejoins with a new node and a new, larger token. Not
  *   while the connection is lost: then release keeps the recipe (see zk_release).
  * - HELD is not yet a holding: try_acquire first claims the node's czxid in the store
- *   (ql_fence_claim, a write transaction of its own, as the file lock raises its epoch), and
+ *   (ql_fence_claim, one mutation of the server's writer, waited for), and
  *   only a committed claim makes the token this server's fence. A refused claim means the
  *   holding is stale (a later one claimed more): the node is given up at once.
  * - Session states: SUSPENDED sets `suspended` (the node picks nothing new and the dispatcher
@@ -32,6 +32,7 @@ typedef struct {
     ql_zk_t *zk;
     ql_zk_listener_t listener;
     ql_store_t *store;
+    ql_writer_t *writer;
     ql_log_t *log;
     bool elect;
     ql_zk_lock_t *lock;   /* scheduler 0: the recipe while joined */
@@ -134,8 +135,21 @@ static bool usable(const zk_lock_t *l) {
     return s == QL_ZK_CONNECTED || s == QL_ZK_RECONNECTED;
 }
 
-/* The claim of token in the store, in a write transaction of its own. */
+typedef struct {
+    uint64_t token;
+} claim_arg_t;
+
+static int claim_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    return ql_fence_claim(txn, ((claim_arg_t *)arg)->token, err);
+}
+
+/* The claim of token in the store: one mutation of the writer, or a write transaction of its
+ * own without one. */
 static int claim(zk_lock_t *l, uint64_t token, ql_err_t *err) {
+    if (l->writer) {
+        claim_arg_t a = {.token = token};
+        return ql_writer_call(l->writer, claim_fn, &a, err);
+    }
     ql_txn_t *txn;
     int rc = ql_txn_begin(l->store, true, &txn);
     if (rc)
@@ -254,6 +268,7 @@ int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     l->base.ops = &zk_ops;
     l->store = opts->store;
+    l->writer = opts->writer;
     l->log = opts->zk.log;
     l->elect = opts->elect;
     int rc = ql_zk_new(opts->loop, &opts->zk, &l->zk, err);

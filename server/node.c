@@ -602,7 +602,7 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     if (opts->lock) {
         n->lock = opts->lock;
     } else {
-        if ((rc = node_lock_new(n->cfg, n->store, opts->loop, opts->log, &n->lock, err)))
+        if ((rc = node_lock_new(n->cfg, n->store, n->writer, opts->loop, opts->log, &n->lock, err)))
             goto fail;
         n->own_lock = true;
     }

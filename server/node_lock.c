@@ -32,8 +32,8 @@ int node_check_scheduler(const ql_config_t *cfg, ql_err_t *err) {
     return 0;
 }
 
-static int zk_lock_new(const ql_config_t *cfg, ql_store_t *store, uv_loop_t *loop, ql_log_t *log,
-                       ql_lock_t **out, ql_err_t *err) {
+static int zk_lock_new(const ql_config_t *cfg, ql_store_t *store, ql_writer_t *writer,
+                       uv_loop_t *loop, ql_log_t *log, ql_lock_t **out, ql_err_t *err) {
     if (!loop)
         return ql_err_set(err, QL_EINVAL,
                           "kylin.env.zookeeper-connect-string: the ZooKeeper lock needs the "
@@ -42,16 +42,17 @@ static int zk_lock_new(const ql_config_t *cfg, ql_store_t *store, uv_loop_t *loo
     ql_lock_zk_opts_t zo = {
         .loop = loop,
         .store = store,
+        .writer = writer,
         .elect = ql_config_get_int(cfg, "kylin.job.scheduler.default") == 100,
     };
     ql_zk_opts_from_config(cfg, ql_config_server_id(cfg, id, sizeof id), log, &zo.zk);
     return ql_lock_zk_new(&zo, out, err);
 }
 
-int node_lock_new(const ql_config_t *cfg, ql_store_t *store, uv_loop_t *loop, ql_log_t *log,
-                  ql_lock_t **out, ql_err_t *err) {
+int node_lock_new(const ql_config_t *cfg, ql_store_t *store, ql_writer_t *writer, uv_loop_t *loop,
+                  ql_log_t *log, ql_lock_t **out, ql_err_t *err) {
     if (ql_config_get_str(cfg, "kylin.env.zookeeper-connect-string")[0])
-        return zk_lock_new(cfg, store, loop, log, out, err);
+        return zk_lock_new(cfg, store, writer, loop, log, out, err);
     int64_t lease_ms = ql_config_get_ms(cfg, "qilin.server.master-lease-ms");
     if (strcmp(ql_store_backend(store), "postgresql") == 0) {
         /* Servers on several hosts: a lock file would be one per host. */

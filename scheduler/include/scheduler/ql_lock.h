@@ -117,8 +117,12 @@ int ql_lock_pg_new(ql_store_t *store, const ql_lock_pg_opts_t *opts, ql_lock_t *
 typedef struct ql_lock_zk_opts {
     uv_loop_t *loop;   /* borrowed: the session's loop; it must run until the session is freed */
     ql_store_t *store; /* borrowed, must outlive the lock: where tokens are claimed */
-    ql_zk_opts_t zk;   /* the session (ql_zk_opts_from_config); its log is the lock's too */
-    bool elect;        /* scheduler 100: leader election; else the node global_job_engine_lock */
+    /* Borrowed, may be NULL, must outlive the lock: the claim is one mutation of this writer
+     * (ql_writer_call, so try_acquire must not run inside one of its answers); NULL: a write
+     * transaction of the lock's own. */
+    ql_writer_t *writer;
+    ql_zk_opts_t zk; /* the session (ql_zk_opts_from_config); its log is the lock's too */
+    bool elect;      /* scheduler 100: leader election; else the node global_job_engine_lock */
 } ql_lock_zk_opts_t;
 
 /* The ZooKeeper lock: opens the server's session (ql_zk_new) and joins the lock or the
