@@ -208,7 +208,8 @@ static const ql_config_option_t options[] = {
      .def = "0",
      .allowed = scheduler_ids,
      .doc = "Scheduler: 0 one scheduling server per store (job engine lock), 2 distributed job "
-            "servers (a ZooKeeper lock per job), 100 leader election over ZooKeeper."},
+            "servers (a ZooKeeper lock per job; not built yet: refused at start), 100 leader "
+            "election over ZooKeeper (needs `kylin.env.zookeeper-connect-string`)."},
     {.key = "kylin.job.scheduler.poll-interval-second",
      .type = QL_CONFIG_INT,
      .def = "30",
@@ -319,9 +320,10 @@ static const ql_config_option_t options[] = {
     {.key = "kylin.env.zookeeper-connect-string",
      .type = QL_CONFIG_STRING,
      .def = "",
-     .doc = "ZooKeeper servers; empty means no ZooKeeper (scheduler 0 with the embedded store "
-            "lock). This build has no ZooKeeper coordination yet: a server with a value set "
-            "refuses to start and says so.",
+     .doc = "ZooKeeper servers; empty means no ZooKeeper (scheduler 0 with the store's job "
+            "engine lock). Set, scheduler 0 holds the ZooKeeper node "
+            "`<base>/<cluster>/job_engine/global_job_engine_lock` instead, and scheduler 100 "
+            "(which needs it) elects its leader there (see Several servers in the user guide).",
      .check = check_zk_connect,
      .accepts = "empty, or HOST:PORT[,HOST:PORT...] with an optional /chroot"},
     {.key = "kylin.env.zookeeper-base-path",
@@ -340,8 +342,7 @@ static const ql_config_option_t options[] = {
             "how long ZooKeeper waits after a server of this cluster stopped answering before it "
             "ends its session and frees its locks and leadership. The server closes its own "
             "session when its loop stalls for half of it. The default equals the default "
-            "`qilin.cluster.takeover-grace-ms`. Read by the ZooKeeper coordination, which "
-            "servers of this build do not start yet (docs/zookeeper.md)."},
+            "`qilin.cluster.takeover-grace-ms` (docs/zookeeper.md)."},
     {.key = "qilin.cluster.suspend-kill-ms",
      .type = QL_CONFIG_MS,
      .def = "0",
@@ -350,7 +351,7 @@ static const ql_config_option_t options[] = {
      .doc = "After the ZooKeeper connection is lost, how long the server waits for it to come "
             "back before it treats its locks as doubtful and stops its running steps (another "
             "server may legally take over about a third of the session timeout after the loss). "
-            "0: a quarter of the session timeout. Not used by servers of this build yet "
+            "0: a quarter of the session timeout; must be shorter than the session timeout "
             "(docs/zookeeper.md)."},
     /* storage */
     {.key = "qilin.storage.path",

@@ -43,6 +43,7 @@ struct ql_node {
     char log_dir[PATH_MAX];
     bool stopping;
     bool demoting; /* the lock is lost: the scheduler is stopping, then back to standby */
+    bool paused;   /* the lock is suspended (ZooKeeper connection lost): no picks, no scans */
     bool fenced;   /* the scheduler saw a change refused by fencing */
     int closing;
     void (*stop_done)(void *);
@@ -76,8 +77,10 @@ static int submit_fault(void *arg) {
     return n->opts.hooks.submit_fault(n->opts.hooks.arg);
 }
 
+/* The dispatcher scans only while this server may act on its holding. */
 static bool is_master(void *arg) {
-    return ql_node_is_master(arg);
+    ql_node_t *n = arg;
+    return ql_node_is_master(n) && !n->paused;
 }
 
 /* The path of qilin-exec: the option, or the file next to the running executable. */
@@ -295,6 +298,7 @@ static void sched_demoted(void *arg) {
     ql_timer_stop(&n->lease_timer);
     ql_lock_release(n->lock);
     n->demoting = false;
+    n->paused = false;
     n->fenced = false;
     n->holder[0] = '\0';
     if (n->stopping) {
@@ -304,8 +308,29 @@ static void sched_demoted(void *arg) {
     ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
 }
 
-/* Every LOCK_POLL_MS: stale reader slots are freed; a standby tries the lock; the master
- * checks it still holds it. */
+/* The master follows its lock's suspension (docs/zookeeper.md, The session): while the
+ * ZooKeeper connection is lost it picks nothing new and the dispatcher scans nothing, but
+ * running steps go on; the lock's still_held says when the holding is over. */
+static void follow_suspension(ql_node_t *n) {
+    if (n->lock->suspended == n->paused)
+        return;
+    n->paused = n->lock->suspended;
+    if (n->paused) {
+        ql_sched_pause_fetching(n->sched);
+        ql_log(n->opts.log, QL_LOG_WARN, "node",
+               "suspended: the ZooKeeper connection is lost fence=%llu; picking no new job and "
+               "scanning nothing until it is back; running steps go on",
+               (unsigned long long)n->lock->fence);
+    } else {
+        ql_sched_start(n->sched);
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "resumed: the ZooKeeper connection is back with the same session fence=%llu",
+               (unsigned long long)n->lock->fence);
+    }
+}
+
+/* Every LOCK_POLL_MS, and at once when the lock reports a change: stale reader slots are freed;
+ * a standby tries the lock; the master checks it still holds it. */
 static void lock_timer_cb(ql_timer_t *t, void *arg) {
     ql_node_t *n = arg;
     if (n->stopping || n->demoting)
@@ -332,6 +357,7 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
             demote(n, why);
             return;
         }
+        follow_suspension(n);
     } else {
         ql_err_t err = {0};
         if (try_lock(n, &err))
@@ -339,6 +365,13 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
     }
     if (!n->stopping)
         ql_timer_start(t, LOCK_POLL_MS, lock_timer_cb, n);
+}
+
+/* The lock learned something by an event (ZooKeeper): look at once, from the loop. */
+static void lock_changed(void *arg) {
+    ql_node_t *n = arg;
+    if (!n->stopping && !n->demoting && n->lock_timer_init)
+        ql_timer_start(&n->lock_timer, 0, lock_timer_cb, n);
 }
 
 static int load_templates(ql_node_t *n, ql_err_t *err) {
@@ -360,10 +393,13 @@ static int load_templates(ql_node_t *n, ql_err_t *err) {
 static void free_node(ql_node_t *n) {
     ql_writer_free(n->writer); /* answers what is still queued, submissions too */
     ql_submission_free(n->submission);
-    if (n->own_lock)
+    if (n->own_lock) {
         ql_lock_free(n->lock);
-    else if (n->lock && n->lock->held)
-        ql_lock_release(n->lock);
+    } else if (n->lock) {
+        n->lock->changed = NULL; /* the lock is the caller's and outlives this node */
+        if (n->lock->held)
+            ql_lock_release(n->lock);
+    }
     if (n->own_store)
         ql_store_close(n->store);
     ql_templates_free(n->own_templates);
@@ -550,24 +586,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
         *out = n;
         return 0;
     }
-    int64_t scheduler = ql_config_get_int(n->cfg, "kylin.job.scheduler.default");
-    if (scheduler != 0) {
-        rc = ql_err_set(err, QL_EINVAL,
-                        "kylin.job.scheduler.default: %lld needs ZooKeeper coordination, which "
-                        "this build does not provide yet; use 0 (one scheduling server per store)",
-                        (long long)scheduler);
+    if ((rc = node_check_scheduler(n->cfg, err)))
         goto fail;
-    }
-    /* With ZooKeeper configured, scheduler 0's lock is a ZooKeeper node (docs/design/cluster.md);
-     * using the data directory's lock instead would quietly give a different guarantee. */
-    if (ql_config_get_str(n->cfg, "kylin.env.zookeeper-connect-string")[0]) {
-        rc = ql_err_set(err, QL_EINVAL,
-                        "kylin.env.zookeeper-connect-string: set, but this build has no ZooKeeper "
-                        "coordination yet (its job engine lock would be the ZooKeeper node "
-                        "/job_engine/global_job_engine_lock); leave it empty to use the "
-                        "store's lock");
-        goto fail;
-    }
     /* A new master may wait up to the stall bound for another process's write while it takes
      * the lock (raising the epoch), without renewing: a lease that short would get it killed. */
     int64_t lease_ms = ql_config_get_ms(n->cfg, "qilin.server.master-lease-ms");
@@ -582,7 +602,7 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     if (opts->lock) {
         n->lock = opts->lock;
     } else {
-        if ((rc = node_lock_new(n->cfg, n->store, opts->log, &n->lock, err)))
+        if ((rc = node_lock_new(n->cfg, n->store, n->writer, opts->loop, opts->log, &n->lock, err)))
             goto fail;
         n->own_lock = true;
     }
@@ -592,6 +612,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     n->lease_timer_init = true;
     ql_timer_init(n->clock, &n->lock_timer);
     n->lock_timer_init = true;
+    n->lock->changed = lock_changed;
+    n->lock->changed_arg = n;
     if ((rc = try_lock(n, err)))
         goto fail;
     ql_timer_start(&n->lock_timer, LOCK_POLL_MS, lock_timer_cb, n);
@@ -599,6 +621,7 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     return 0;
 fail:
     /* Nothing has run on the loop yet; handles are closed the normal way. */
+    n->stopping = true; /* a lock's event meanwhile must not restart a closing timer */
     if (n->sched) {
         ql_sched_free(n->sched);
         n->sched = NULL;

@@ -332,16 +332,16 @@ Test(job_lock, a_master_that_loses_its_lock_steps_down, .init = setup, .fini = t
     cr_assert_eq(ql_test_node_epoch(w.b), a_epoch + 1, "nobody took the lock since");
 }
 
-/* ---- what this build cannot coordinate is refused at start-up, naming the setting ---- */
+/* ---- what a server cannot coordinate is refused at start-up, naming the setting ---- */
 
-static void expect_start_refused(const char *setting, const char *needle) {
+static void expect_start_refused2(const char *setting, const char *setting2, const char *needle) {
     char dir[256];
     ql_test_tmpdir(dir, sizeof dir, "ql_lock_refuse");
     char templates[300], data[300];
     snprintf(templates, sizeof templates, "%s/jobs.yaml", dir);
     snprintf(data, sizeof data, "%s/data", dir);
     ql_test_write_with_dir(templates, ql_test_ppid_templates, dir);
-    const char *const settings[] = {setting, NULL};
+    const char *const settings[] = {setting, setting2, NULL};
     ql_config_t *cfg = ql_test_node_config(data, templates, settings);
     ql_err_t err = {0};
     uv_loop_t loop;
@@ -358,15 +358,26 @@ static void expect_start_refused(const char *setting, const char *needle) {
     ql_test_rm_tree(dir);
 }
 
-Test(job_lock, the_zookeeper_schedulers_are_refused_at_start_up) {
-    expect_start_refused("kylin.job.scheduler.default=2",
-                         "kylin.job.scheduler.default: 2 needs ZooKeeper coordination");
-    expect_start_refused("kylin.job.scheduler.default=100",
-                         "kylin.job.scheduler.default: 100 needs ZooKeeper coordination");
+static void expect_start_refused(const char *setting, const char *needle) {
+    expect_start_refused2(setting, NULL, needle);
 }
 
-Test(job_lock, a_zookeeper_connect_string_is_refused_rather_than_ignored) {
-    expect_start_refused("kylin.env.zookeeper-connect-string=zk1:2181",
-                         "kylin.env.zookeeper-connect-string: set, but this build has no "
-                         "ZooKeeper coordination");
+Test(job_lock, scheduler_2_is_refused_at_start_up_as_not_built) {
+    expect_start_refused("kylin.job.scheduler.default=2",
+                         "kylin.job.scheduler.default: 2 (distributed job servers, a ZooKeeper "
+                         "lock per job) is not built yet");
+}
+
+Test(job_lock, scheduler_100_without_zookeeper_is_refused_at_start_up) {
+    expect_start_refused("kylin.job.scheduler.default=100",
+                         "kylin.job.scheduler.default: 100 (leader election) needs ZooKeeper: "
+                         "set kylin.env.zookeeper-connect-string");
+}
+
+/* Refused before any ZooKeeper is reached: nothing listens at the connect string. */
+Test(job_lock, a_suspend_kill_past_the_session_timeout_is_refused_at_start_up) {
+    expect_start_refused2("kylin.env.zookeeper-connect-string=127.0.0.1:9",
+                          "qilin.cluster.suspend-kill-ms=10000",
+                          "qilin.cluster.suspend-kill-ms: 10000 ms must be shorter than "
+                          "qilin.cluster.session-timeout-ms (10000 ms)");
 }

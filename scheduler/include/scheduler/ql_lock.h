@@ -27,10 +27,17 @@
  * the same epoch, a holder record (server id, API address, pid, epoch) that standbys log, and
  * the same lease on the database's clock: a standby ends a stale holder's lock session
  * (pg_terminate_backend) instead of killing its process, which may be on another host.
+ *
+ * The ZooKeeper lock (scheduler 0 with kylin.env.zookeeper-connect-string, and scheduler 100's
+ * leader election; docs/zookeeper.md) holds an ephemeral node on the server's ZooKeeper session
+ * instead; its token is the node's creation zxid, claimed in the store (ql_fence_claim) before
+ * the holding counts. It learns of changes by events rather than by polling: it calls `changed`
+ * so that its owner looks at once, and it reports a lost connection through `suspended`.
  */
 #ifndef QL_LOCK_H
 #define QL_LOCK_H
 
+#include "scheduler/ql_zk.h"
 #include "storage/storage.h"
 
 #include <stdbool.h>
@@ -70,6 +77,16 @@ struct ql_lock {
     uint64_t fence; /* epoch of the current holding, 0 when not held */
     char why[512];  /* why the last try failed or the holding ended, "" when the lock has no more
                        to say than its error code */
+    /* The holding may still be in force but the lock cannot tell (the ZooKeeper connection is
+     * lost, the session may live on): the holder starts nothing new until it clears, and
+     * still_held says when it is over. Always false for the polled locks. */
+    bool suspended;
+    /* Set by the owner (may be NULL): a lock that learns of changes by events (ZooKeeper)
+     * calls it on the loop thread after each, so the owner tries, checks or pauses at once
+     * instead of at its next poll. It may run inside try_acquire too: it should only
+     * schedule that look (a zero-delay timer), never act inside. */
+    void (*changed)(void *arg);
+    void *changed_arg;
 };
 
 /* How often the holder renews its lease. */
@@ -96,6 +113,24 @@ typedef struct ql_lock_pg_opts {
  * session at once, so a proxy that pools transactions is refused here, with err saying why. */
 int ql_lock_pg_new(ql_store_t *store, const ql_lock_pg_opts_t *opts, ql_lock_t **out,
                    ql_err_t *err);
+
+typedef struct ql_lock_zk_opts {
+    uv_loop_t *loop;   /* borrowed: the session's loop; it must run until the session is freed */
+    ql_store_t *store; /* borrowed, must outlive the lock: where tokens are claimed */
+    /* Borrowed, may be NULL, must outlive the lock: the claim is one mutation of this writer
+     * (ql_writer_call, so try_acquire must not run inside one of its answers); NULL: a write
+     * transaction of the lock's own. */
+    ql_writer_t *writer;
+    ql_zk_opts_t zk; /* the session (ql_zk_opts_from_config); its log is the lock's too */
+    bool elect;      /* scheduler 100: leader election; else the node global_job_engine_lock */
+} ql_lock_zk_opts_t;
+
+/* The ZooKeeper lock: opens the server's session (ql_zk_new) and joins the lock or the
+ * election at the first try_acquire. try_acquire claims a won node's token in the store before
+ * it reports the lock acquired; release deletes the node (the next server takes over at once)
+ * and the next try_acquire joins anew; free closes the session on the loop (the loop must run
+ * until it is closed). Errors as ql_zk_new's. */
+int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err);
 
 static inline int ql_lock_try_acquire(ql_lock_t *l, bool *acquired, char *holder, size_t cap) {
     return l->ops->try_acquire(l, acquired, holder, cap);

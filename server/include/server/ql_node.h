@@ -72,9 +72,12 @@ typedef struct ql_node_opts {
     /* Borrowed, must outlive the node; NULL: the node makes its own. */
     ql_clock_t *clock;               /* NULL: the real clock on loop */
     ql_store_t *store;               /* NULL: qilin.storage.path, opened with its settings */
-    ql_lock_t *lock;                 /* NULL: the store's (the data directory's file lock on LMDB,
-                                        the advisory lock on PostgreSQL: ql_lock.h); the node
-                                        releases what it holds when it stops or aborts */
+    ql_lock_t *lock;                 /* NULL: the node's own (ql_lock.h): with
+                                        kylin.env.zookeeper-connect-string the ZooKeeper lock
+                                        (scheduler 0) or election (100), on loop; else the data
+                                        directory's file lock on LMDB, the advisory lock on
+                                        PostgreSQL. The node releases what it holds when it
+                                        stops or aborts, and sets the lock's changed hook */
     const ql_templates_t *templates; /* NULL: loaded from qilin.jobs.templates */
     ql_node_writer_mode_t writer;
     /* The dispatcher's fixed-delay timer is not started: the driver runs every scan itself
@@ -86,7 +89,11 @@ typedef struct ql_node_opts {
 } ql_node_opts_t;
 
 /* Opens the store (unless given) and starts the engine. On failure *out is NULL and err says
- * why (a bad template file names file:line; a store of a newer version is refused). */
+ * why (a bad template file names file:line; a store of a newer version is refused; a job server
+ * refuses scheduler 2, scheduler 100 without a ZooKeeper connect string, and a
+ * qilin.cluster.suspend-kill-ms not shorter than the session timeout, naming the key). With a
+ * ZooKeeper lock the node is a standby when this returns, and becomes the master when its
+ * lock's event arrives. */
 int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err);
 /* Graceful stop; done (may be NULL) runs on the loop when everything is closed and the node is
  * freed. */

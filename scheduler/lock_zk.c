@@ -1,0 +1,282 @@
+/*
+ * The job engine lock over ZooKeeper as a ql_lock_t (ql_lock.h; docs/zookeeper.md, How a server
+ * uses it): scheduler 0 with a connect string holds the ephemeral node global_job_engine_lock
+ * (ql_zk_lock_new), scheduler 100 leader election (ql_zk_elect_new). The node's polled
+ * master/standby machinery drives it, woken at once by the lock's `changed` hook.
+ *
+ * DESIGN.
+ * - The lock owns the server's one ZooKeeper session. The recipe is made by try_acquire when
+ *   there is none, and freed by release (which deletes this server's node, so a standby takes
+ *   over at once); a demotion therefore rejoins with a new node and a new, larger token. Not
+ *   while the connection is lost: then release keeps the recipe (see zk_release).
+ * - HELD is not yet a holding: try_acquire first claims the node's czxid in the store
+ *   (ql_fence_claim, one mutation of the server's writer, waited for), and
+ *   only a committed claim makes the token this server's fence. A refused claim means the
+ *   holding is stale (a later one claimed more): the node is given up at once.
+ * - Session states: SUSPENDED sets `suspended` (the node picks nothing new and the dispatcher
+ *   scans nothing; running steps go on), RECONNECTED clears it. DOUBTFUL (suspended for
+ *   qilin.cluster.suspend-kill-ms) and EXPIRED end the holding as far as still_held tells, so
+ *   the node demotes and stops the running steps; EXPIRED also opens a new session at once.
+ *   Any state change calls `changed`.
+ * - Everything runs on the loop thread; the claim's transaction is the only wait.
+ */
+#include "scheduler/ql_lock.h"
+#include "scheduler/ql_zk.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ql_lock_t base;
+    ql_zk_t *zk;
+    ql_zk_listener_t listener;
+    ql_store_t *store;
+    ql_writer_t *writer;
+    ql_log_t *log;
+    bool elect;
+    ql_zk_lock_t *lock;   /* scheduler 0: the recipe while joined */
+    ql_zk_elect_t *party; /* scheduler 100: the recipe while joined */
+    uint64_t offered;     /* the token of a HELD not claimed yet; 0: none */
+    uint64_t holding;     /* the token of the recipe's current HELD (claimed or not); 0: none */
+    char holder[256];     /* the holder a STANDBY named */
+    char ended[256];      /* why the holding (or the session) ended, "" while it lasts */
+    char failed[256];     /* FAILED's reason: the session is unusable */
+} zk_lock_t;
+
+static void changed(zk_lock_t *l) {
+    if (l->base.changed)
+        l->base.changed(l->base.changed_arg);
+}
+
+static void on_hold(void *arg, const ql_zk_hold_event_t *ev) {
+    zk_lock_t *l = arg;
+    switch (ev->kind) {
+    case QL_ZK_HELD:
+        l->offered = l->holding = ev->token;
+        l->holder[0] = '\0';
+        break;
+    case QL_ZK_STANDBY:
+        l->offered = l->holding = 0;
+        snprintf(l->holder, sizeof l->holder, "%s", ev->holder[0] ? ev->holder : "another server");
+        break;
+    case QL_ZK_LOST:
+        l->offered = l->holding = 0;
+        if (l->base.held && ev->token == l->base.fence && !l->ended[0])
+            snprintf(l->ended, sizeof l->ended, "the ZooKeeper holding ended: %s", ev->reason);
+        break;
+    }
+    changed(l);
+}
+
+static void on_state(ql_zk_t *zk, const ql_zk_event_t *ev, void *arg) {
+    zk_lock_t *l = arg;
+    switch (ev->state) {
+    case QL_ZK_SUSPENDED:
+        l->base.suspended = true;
+        break;
+    case QL_ZK_CONNECTED:
+    case QL_ZK_RECONNECTED:
+        l->base.suspended = false;
+        l->failed[0] = '\0';
+        break;
+    case QL_ZK_DOUBTFUL:
+        if (l->base.held && !l->ended[0])
+            snprintf(l->ended, sizeof l->ended,
+                     "the ZooKeeper connection has been lost for qilin.cluster.suspend-kill-ms "
+                     "(%s): another server may take over",
+                     ev->reason);
+        break;
+    case QL_ZK_EXPIRED:
+        l->base.suspended = false;
+        l->offered = l->holding = 0;
+        if (l->base.held && !l->ended[0])
+            snprintf(l->ended, sizeof l->ended, "the ZooKeeper session ended: %s", ev->reason);
+        ql_log(l->log, QL_LOG_WARN, "node",
+               "ZooKeeper session ended reason=\"%s\": opening a new one; this server rejoins "
+               "with a new node and a new token",
+               ev->reason);
+        ql_zk_reopen(zk);
+        break;
+    case QL_ZK_FAILED:
+        l->offered = l->holding = 0;
+        snprintf(l->failed, sizeof l->failed, "%s", ev->reason);
+        if (l->base.held && !l->ended[0])
+            snprintf(l->ended, sizeof l->ended, "the ZooKeeper session failed: %s", ev->reason);
+        break;
+    case QL_ZK_CONNECTING:
+        break;
+    }
+    changed(l);
+}
+
+static bool joined(const zk_lock_t *l) {
+    return l->lock || l->party;
+}
+
+static int join(zk_lock_t *l) {
+    l->offered = l->holding = 0;
+    l->holder[0] = '\0';
+    return l->elect ? ql_zk_elect_new(l->zk, on_hold, l, &l->party)
+                    : ql_zk_lock_new(l->zk, on_hold, l, &l->lock);
+}
+
+/* Gives the node up (a standby or the next participant takes over at once). */
+static void leave(zk_lock_t *l) {
+    ql_zk_lock_free(l->lock);
+    ql_zk_elect_free(l->party);
+    l->lock = NULL;
+    l->party = NULL;
+    l->offered = l->holding = 0;
+}
+
+static bool usable(const zk_lock_t *l) {
+    ql_zk_state_t s = ql_zk_state(l->zk);
+    return s == QL_ZK_CONNECTED || s == QL_ZK_RECONNECTED;
+}
+
+typedef struct {
+    uint64_t token;
+} claim_arg_t;
+
+static int claim_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    return ql_fence_claim(txn, ((claim_arg_t *)arg)->token, err);
+}
+
+/* The claim of token in the store: one mutation of the writer, or a write transaction of its
+ * own without one. */
+static int claim(zk_lock_t *l, uint64_t token, ql_err_t *err) {
+    if (l->writer) {
+        claim_arg_t a = {.token = token};
+        return ql_writer_call(l->writer, claim_fn, &a, err);
+    }
+    ql_txn_t *txn;
+    int rc = ql_txn_begin(l->store, true, &txn);
+    if (rc)
+        return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
+    if ((rc = ql_fence_claim(txn, token, err))) {
+        ql_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = ql_txn_commit(txn)))
+        return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
+    return 0;
+}
+
+static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t cap) {
+    zk_lock_t *l = (zk_lock_t *)base;
+    *acquired = false;
+    base->why[0] = '\0';
+    if (l->failed[0]) {
+        snprintf(base->why, sizeof base->why, "ZooKeeper: %s", l->failed);
+        if (ql_zk_state(l->zk) == QL_ZK_FAILED)
+            ql_zk_reopen(l->zk); /* try again at the next poll */
+        return QL_EZOOKEEPER;
+    }
+    if (!joined(l)) {
+        int rc = join(l);
+        if (rc) {
+            snprintf(base->why, sizeof base->why, "cannot join the ZooKeeper %s: %s",
+                     l->elect ? "election" : "lock", ql_strerror(rc));
+            return rc;
+        }
+    }
+    if (l->offered && usable(l)) {
+        uint64_t token = l->offered;
+        ql_err_t err = {0};
+        int rc = claim(l, token, &err);
+        if (rc) {
+            /* Stale (a later holding claimed more) or the store failed: not a holding. Give the
+             * node up so that another server is not kept waiting behind it; rejoin next time. */
+            snprintf(base->why, sizeof base->why,
+                     "the ZooKeeper %s was won with token %llu, but its claim failed (this "
+                     "server gave its node up and rejoins): %.300s",
+                     l->elect ? "election" : "lock", (unsigned long long)token, err.msg);
+            leave(l);
+            return rc;
+        }
+        base->held = true;
+        base->fence = token;
+        l->ended[0] = '\0';
+        *acquired = true;
+        return 0;
+    }
+    if (holder && cap) {
+        if (l->holder[0])
+            snprintf(holder, cap, "%s", l->holder);
+        else
+            snprintf(holder, cap, "nobody known yet (ZooKeeper %s, %s)",
+                     l->elect ? "election under way" : "lock not answered yet",
+                     ql_zk_state_name(ql_zk_state(l->zk)));
+    }
+    return 0;
+}
+
+static bool zk_still_held(ql_lock_t *base) {
+    zk_lock_t *l = (zk_lock_t *)base;
+    if (!base->held)
+        return false;
+    if (l->ended[0]) {
+        snprintf(base->why, sizeof base->why, "%s", l->ended);
+        return false;
+    }
+    return true;
+}
+
+/* Without a connection the node cannot be deleted: the delete would be lost with the connection,
+ * leaving a node of this live session that nobody acts on, in the way of every other server
+ * until the session ends. So the recipe is kept then: if the same session comes back, its
+ * holding is intact and is offered again (the claim of an equal token is accepted unless a
+ * later holding claimed more); if the session ends, the node goes with it and the recipe rejoins
+ * on the next one. */
+static void zk_release(ql_lock_t *base) {
+    zk_lock_t *l = (zk_lock_t *)base;
+    if (joined(l) && !usable(l))
+        l->offered = l->holding;
+    else
+        leave(l);
+    base->held = false;
+    base->fence = 0;
+    l->ended[0] = '\0';
+}
+
+static void zk_free(ql_lock_t *base) {
+    zk_lock_t *l = (zk_lock_t *)base;
+    leave(l); /* the session closes next: its nodes go with it in any case */
+    base->held = false;
+    ql_zk_unlisten(l->zk, &l->listener);
+    /* The session closes on the loop (its nodes vanish at once); the loop runs until it is
+     * freed, as for every other handle of the server. */
+    ql_zk_close(l->zk, NULL, NULL);
+    free(l);
+}
+
+static const ql_lock_ops_t zk_ops = {
+    .kind = "zk",
+    .try_acquire = zk_try_acquire,
+    .still_held = zk_still_held,
+    .release = zk_release,
+    .free = zk_free,
+};
+
+int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err) {
+    *out = NULL;
+    if (!opts->loop || !opts->store)
+        return ql_err_set(err, QL_EINVAL, "the ZooKeeper lock needs a loop and a store");
+    zk_lock_t *l = calloc(1, sizeof *l);
+    if (!l)
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    l->base.ops = &zk_ops;
+    l->store = opts->store;
+    l->writer = opts->writer;
+    l->log = opts->zk.log;
+    l->elect = opts->elect;
+    int rc = ql_zk_new(opts->loop, &opts->zk, &l->zk, err);
+    if (rc) {
+        free(l);
+        return rc;
+    }
+    ql_zk_listen(l->zk, &l->listener, on_state, l);
+    *out = &l->base;
+    return 0;
+}
