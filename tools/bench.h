@@ -66,6 +66,10 @@ typedef struct ql_bench_retention_dist {
     double mean, p50, p99, max; /* ms */
 } ql_bench_retention_dist_t;
 
+/* The scans of the first hours of the day are also timed by their time of day, at most this
+ * many (the first 3 hours): a batch's cost is then the same scan with and without retention. */
+#define QL_BENCH_RETENTION_SLOTS 18
+
 typedef struct ql_bench_retention_result {
     ql_bench_retention_sample_t *samples; /* owned: ql_bench_retention_result_free */
     size_t n_samples;
@@ -73,6 +77,11 @@ typedef struct ql_bench_retention_result {
     /* Scans after the survival time passed, [0] without and [1] with a retention batch since
      * the previous scan: the scan's wall time and the wall time since the previous scan. */
     ql_bench_retention_dist_t scan[2], gap[2];
+    /* The same scans at time of day i x the scan interval, i < n_slots, and how many of them
+     * followed a retention batch. */
+    ql_bench_retention_dist_t slot[QL_BENCH_RETENTION_SLOTS];
+    uint64_t slot_after_batch[QL_BENCH_RETENTION_SLOTS];
+    size_t n_slots;
     double wall_s;
     char msg[4096]; /* why the run failed */
 } ql_bench_retention_result_t;

@@ -101,16 +101,36 @@ static char *scenario(const ql_bench_retention_opts_t *o, size_t *len) {
 
 /* ---- timing the scans ---- */
 
+/* A growable array of wall times in ms. */
+typedef struct vec {
+    double *v;
+    size_t n, cap;
+} vec_t;
+
+static void vec_push(vec_t *a, double x) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 1024;
+        double *v = realloc(a->v, cap * sizeof *v);
+        if (!v) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+}
+
 typedef struct run_state {
     const ql_bench_retention_opts_t *o;
     ql_bench_retention_result_t *res;
     int64_t start_ms; /* the virtual clock at the start */
     int64_t t_before; /* wall ns at this scan's start */
-    int64_t t_after;  /* wall ns at the previous scan's end, 0: none yet */
+    int64_t t_after;  /* wall ns at the previous scan's end, 0: none (or a sample came between) */
     uint64_t removed; /* the node's removed count at the previous scan's end */
-    double *ms[2];    /* scan wall times by class (0: no batch since the last scan, 1: one) */
-    double *gap[2];   /* wall time between the previous scan and this one, by class */
-    size_t n[2], cap[2];
+    vec_t ms[2];      /* scan wall times by class (0: no batch since the last scan, 1: one) */
+    vec_t gap[2];     /* wall time between the previous scan and this one, by class */
+    vec_t slot[QL_BENCH_RETENTION_SLOTS]; /* scan wall times by time of day (ql_bench.h) */
 } run_state_t;
 
 static uint64_t removed_now(ql_sim_t *sim) {
@@ -124,34 +144,23 @@ static void before_scan(void *arg, ql_sim_t *sim) {
     s->t_before = ql_bench_now_ns();
 }
 
-static void push(run_state_t *s, int cls, double ms, double gap) {
-    if (s->n[cls] == s->cap[cls]) {
-        size_t cap = s->cap[cls] ? s->cap[cls] * 2 : 1024;
-        double *a = realloc(s->ms[cls], cap * sizeof *a);
-        double *g = a ? realloc(s->gap[cls], cap * sizeof *g) : NULL;
-        if (a)
-            s->ms[cls] = a;
-        if (!g) {
-            fprintf(stderr, "out of memory\n");
-            exit(1);
-        }
-        s->gap[cls] = g;
-        s->cap[cls] = cap;
-    }
-    s->ms[cls][s->n[cls]] = ms;
-    s->gap[cls][s->n[cls]] = gap;
-    s->n[cls]++;
-}
-
 static void after_scan(void *arg, ql_sim_t *sim) {
     run_state_t *s = arg;
     int64_t t = ql_bench_now_ns();
     uint64_t removed = removed_now(sim);
-    int64_t day = (ql_clock_now_ms(ql_sim_clock(sim)) - s->start_ms) / DAY_MS;
+    int64_t since = ql_clock_now_ms(ql_sim_clock(sim)) - s->start_ms;
     /* Only once retention deletes every day (and its off twin, the same days). */
-    if (s->t_after && day > s->o->survival_days + 1) {
+    if (s->t_after && since / DAY_MS > s->o->survival_days + 1) {
         int cls = removed > s->removed ? 1 : 0;
-        push(s, cls, (double)(t - s->t_before) / 1e6, (double)(s->t_before - s->t_after) / 1e6);
+        double ms = (double)(t - s->t_before) / 1e6;
+        vec_push(&s->ms[cls], ms);
+        vec_push(&s->gap[cls], (double)(s->t_before - s->t_after) / 1e6);
+        int64_t tod = since % DAY_MS;
+        size_t i = (size_t)(tod / s->o->scan_interval_ms);
+        if (tod % s->o->scan_interval_ms == 0 && i < s->res->n_slots) {
+            vec_push(&s->slot[i], ms);
+            s->res->slot_after_batch[i] += (uint64_t)cls;
+        }
     }
     s->res->scans++;
     s->removed = removed;
@@ -232,8 +241,9 @@ static int add_sample(ql_bench_retention_result_t *res, const ql_bench_retention
 }
 
 /* The days, one run: step each, a sample every sample_days and at the end. */
-static int drive(ql_sim_t *sim, const ql_bench_retention_opts_t *o,
-                 ql_bench_retention_result_t *res, int64_t t0) {
+static int drive(ql_sim_t *sim, run_state_t *st, int64_t t0) {
+    const ql_bench_retention_opts_t *o = st->o;
+    ql_bench_retention_result_t *res = st->res;
     static const char step[] = "{run: 1d}";
     ql_bench_retention_sample_t s;
     int rc = take_sample(sim, 0, 0, &s, res->msg, sizeof res->msg);
@@ -253,6 +263,7 @@ static int drive(ql_sim_t *sim, const ql_bench_retention_opts_t *o,
             (rc = add_sample(res, &s)))
             return rc;
         print_sample(o->progress, &s);
+        st->t_after = 0; /* the sample's fsck is not time between two scans */
         if (s.violations) {
             snprintf(res->msg, sizeof res->msg, "day %d: fsck found %llu violations", day,
                      (unsigned long long)s.violations);
@@ -275,6 +286,9 @@ int ql_bench_retention_run(const ql_bench_retention_opts_t *o, ql_bench_retentio
         return rc;
     }
     run_state_t st = {.o = o, .res = res};
+    res->n_slots = (size_t)(3 * 3600000 / o->scan_interval_ms);
+    if (res->n_slots > QL_BENCH_RETENTION_SLOTS)
+        res->n_slots = QL_BENCH_RETENTION_SLOTS;
     ql_sim_opts_t so = {.tmp_dir = o->dir,
                         .map_size = o->map_size,
                         .before_scan = before_scan,
@@ -289,18 +303,20 @@ int ql_bench_retention_run(const ql_bench_retention_opts_t *o, ql_bench_retentio
         return QL_EINVAL;
     }
     st.start_ms = ql_clock_now_ms(ql_sim_clock(sim));
-    rc = drive(sim, o, res, t0);
+    rc = drive(sim, &st, t0);
     res->wall_s = (double)(ql_bench_now_ns() - t0) / 1e9;
     res->removed = removed_now(sim);
     ql_sim_free(sim);
     ql_sim_scenario_free(sc);
-    summarize(st.ms[0], st.n[0], &res->scan[0]);
-    summarize(st.ms[1], st.n[1], &res->scan[1]);
-    summarize(st.gap[0], st.n[0], &res->gap[0]);
-    summarize(st.gap[1], st.n[1], &res->gap[1]);
     for (int i = 0; i < 2; i++) {
-        free(st.ms[i]);
-        free(st.gap[i]);
+        summarize(st.ms[i].v, st.ms[i].n, &res->scan[i]);
+        summarize(st.gap[i].v, st.gap[i].n, &res->gap[i]);
+        free(st.ms[i].v);
+        free(st.gap[i].v);
+    }
+    for (size_t i = 0; i < QL_BENCH_RETENTION_SLOTS; i++) {
+        summarize(st.slot[i].v, st.slot[i].n, &res->slot[i]);
+        free(st.slot[i].v);
     }
     return rc;
 }
@@ -334,6 +350,15 @@ static void report(FILE *f, const ql_bench_retention_opts_t *o,
     print_dist(f, "scan, retention batch(es) since the last scan", &r->scan[1]);
     print_dist(f, "between two scans, no batch", &r->gap[0]);
     print_dist(f, "between two scans, with batch(es)", &r->gap[1]);
+    fprintf(f, "scans of the first hours of the day, by time (the builds trigger at 01:00; "
+               "the sweep that deletes follows them):\n");
+    for (size_t i = 0; i < r->n_slots; i++) {
+        char what[64];
+        int64_t tod = (int64_t)i * o->scan_interval_ms / 1000;
+        snprintf(what, sizeof what, "%02d:%02d:%02d, %llu after a batch", (int)(tod / 3600),
+                 (int)(tod / 60 % 60), (int)(tod % 60), (unsigned long long)r->slot_after_batch[i]);
+        print_dist(f, what, &r->slot[i]);
+    }
     fprintf(f, "total %.1f s wall for %d models x %d days, retention %s\n", r->wall_s, o->models,
             o->days, o->retention ? "on" : "off");
 }
