@@ -269,7 +269,8 @@ int ql_sim_new(const ql_sim_scenario_t *sc, const ql_sim_opts_t *opts, ql_sim_t 
     sim->log.now = sim_now_cb;
     sim->log.now_arg = sim->clock;
     if (!rc) {
-        ql_store_opts_t so = {.path = sim->dir, .map_size = 256ull << 20, .id_seed = SIM_ID_SEED};
+        uint64_t map = sim->opts.map_size ? sim->opts.map_size : 256ull << 20;
+        ql_store_opts_t so = {.path = sim->dir, .map_size = map, .id_seed = SIM_ID_SEED};
         char schema[32];
         if (sim->opts.store_url && sim->opts.store_url[0]) {
             const char *tail = strrchr(sim->dir, '-'); /* the XXXXXX mkdtemp made unique */
@@ -734,6 +735,10 @@ int ql_sim_run_file(const char *path, const ql_sim_opts_t *opts, ql_sim_result_t
 
 ql_store_t *ql_sim_store(ql_sim_t *sim) {
     return sim->store;
+}
+
+ql_node_t *ql_sim_node(ql_sim_t *sim) {
+    return sim->node;
 }
 
 ql_clock_t *ql_sim_clock(ql_sim_t *sim) {

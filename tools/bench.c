@@ -24,6 +24,9 @@ static const struct {
     {"jobs", ql_bench_jobs_main, "qilin bench jobs",
      "the job engine: dispatch latency, durable throughput of noop steps, shell\n"
      "              steps against plain fork/exec, recovery of a million-job store"},
+    {"retention", ql_bench_retention_main, "qilin bench retention",
+     "a year of retention on the virtual clock: store size, fsck, and scans with\n"
+     "              and without a retention batch, 1,000 models built daily"},
 };
 #define N_BENCHES (sizeof benches / sizeof benches[0])
 

@@ -148,10 +148,11 @@ Test(bench, help_lists_every_benchmark) {
     EXPECT_IN(r.out, "  store ");
     EXPECT_IN(r.out, "  dispatch ");
     EXPECT_IN(r.out, "  jobs ");
+    EXPECT_IN(r.out, "  retention ");
     EXPECT_IN(r.out, "bash scripts/bench.sh rest");
     run_free(&r);
 
-    static const char *const names[] = {"store", "dispatch", "jobs"};
+    static const char *const names[] = {"store", "dispatch", "jobs", "retention"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         RUN(&r, "bench", names[i], "--help");
         EXPECT_EXIT(&r, 0);
@@ -212,7 +213,8 @@ Test(bench, unknown_benchmark_exits_2) {
     run_t r;
     RUN(&r, "bench", "nosuch");
     EXPECT_EXIT(&r, 2);
-    EXPECT_IN(r.err, "qilin bench: unknown benchmark 'nosuch' (one of: store, dispatch, jobs");
+    EXPECT_IN(r.err,
+              "qilin bench: unknown benchmark 'nosuch' (one of: store, dispatch, jobs, retention");
     cr_assert_eq(r.out[0], '\0', "stdout: %s", r.out);
     run_free(&r);
 
@@ -229,10 +231,9 @@ Test(bench, unknown_benchmark_exits_2) {
 
 Test(bench, bad_options_exit_2) {
     static const char *const cases[][3] = {
-        {"store", "--models", "many"},
-        {"store", "--tx-models", "0"},
-        {"dispatch", "--scans", "-1"},
-        {"jobs", "--nosuch", "1"},
+        {"store", "--models", "many"},  {"store", "--tx-models", "0"},
+        {"dispatch", "--scans", "-1"},  {"jobs", "--nosuch", "1"},
+        {"retention", "--models", "0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_t r;

@@ -34,9 +34,11 @@
 #include "engine/engine.h"
 #include "scheduler/ql_dispatch.h"
 #include "scheduler/ql_sched.h"
+#include "server/ql_node.h"
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Result statuses, which are also the exit codes of `qilin sim`. */
@@ -68,6 +70,9 @@ typedef struct ql_sim_opts {
      * directory (qilin_sim_XXXXXX), dropped when the simulation is freed. The output is the same
      * on both backends (tests/sim/test_sim_differential.c). */
     const char *store_url;
+    /* The LMDB store's map size in bytes; 0: 256 MiB (long simulations, tools/bench_retention.c,
+     * need more). */
+    uint64_t map_size;
     /* Hooks for tests (each may be NULL; arg is hook_arg). before_scan and after_scan run
      * around every dispatcher scan (scan steps and the scans of run steps); on_decision gets
      * each decision of a scan (borrowed for the call). */
@@ -130,6 +135,8 @@ int ql_sim_run_file(const char *path, const ql_sim_opts_t *opts, ql_sim_result_t
  * server), and until ql_sim_free for the rest) ---- */
 
 ql_store_t *ql_sim_store(ql_sim_t *sim);
+/* The simulated server (valid until the next restart step). */
+ql_node_t *ql_sim_node(ql_sim_t *sim);
 ql_clock_t *ql_sim_clock(ql_sim_t *sim);
 ql_writer_t *ql_sim_writer(ql_sim_t *sim);
 ql_sched_t *ql_sim_sched(ql_sim_t *sim);
