@@ -4,6 +4,10 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+bool ql_node_disk_nearly_full(uint64_t free, uint64_t total) {
+    return free < QL_SPACE_DISK_MIN_FREE || (double)free < QL_SPACE_DISK_WARN * (double)total;
+}
+
 int ql_node_space_measure(ql_store_t *store, ql_node_space_t *out) {
     memset(out, 0, sizeof *out);
     ql_store_stat_t st;
@@ -19,8 +23,7 @@ int ql_node_space_measure(ql_store_t *store, ql_node_space_t *out) {
     if (statvfs(ql_store_path(store), &vfs) == 0) {
         out->disk_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
         out->disk_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-        out->disk_warning = out->disk_free < QL_SPACE_DISK_MIN_FREE ||
-                            (double)out->disk_free < QL_SPACE_DISK_WARN * (double)out->disk_total;
+        out->disk_warning = ql_node_disk_nearly_full(out->disk_free, out->disk_total);
     }
     return 0;
 }

@@ -128,6 +128,8 @@ typedef struct ql_node_space {
     uint64_t disk_free, disk_total; /* 0 when the file system cannot be asked */
     bool map_warning, disk_warning;
 } ql_node_space_t;
+/* Whether a file system with free of total bytes free is nearly full (either threshold). */
+bool ql_node_disk_nearly_full(uint64_t free, uint64_t total);
 /* Measures store (one stat, one statvfs): 0 or the store's error. */
 int ql_node_space_measure(ql_store_t *store, ql_node_space_t *out);
 /* Logs what changed between two measures: a warning when a threshold is passed, a note when it
