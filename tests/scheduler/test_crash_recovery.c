@@ -283,6 +283,10 @@ static void read_driver(driver_t *d, int ms) {
 }
 
 static void append_marker(int round) {
+    /* Every try cut in this round was found among the processes reaped in it; what was reaped
+     * is forgotten now, so that a pid the kernel hands out again later (pids wrap around on a
+     * busy machine) is never taken for a try that already died. */
+    reaped.n = 0;
     FILE *f = fopen(log_path, "a");
     cr_assert_not_null(f);
     fprintf(f, "ROUND %d\n", round);
