@@ -21,8 +21,9 @@
  * - The ensemble's identity (docs/zookeeper.md, fence_id): before it joins, the lock reads the
  *   ensemble's fence_id node (ql_zk_fence_id_new); the claim's transaction compares it with the
  *   store's record (QL_LOCK_ZK_ENSEMBLE_KEY), recording it when there is none. A different id
- *   means a reset or replaced ZooKeeper: the lock gives its node up and refuses every later try
- *   with QL_ECOORD, saying so and naming `qilin cluster reset-coordination`.
+ *   means a reset or replaced ZooKeeper: that try fails with QL_ECOORD, saying so and naming
+ *   `qilin cluster reset-coordination`; the lock gives its node up and never joins again (later
+ *   tries report it as the holder's place).
  * - Everything runs on the loop thread; the claim's transaction is the only wait.
  */
 #include "scheduler/ql_lock.h"
@@ -163,9 +164,9 @@ static int claim_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     if (rec[0] && strcmp(rec, a->ensemble))
         return ql_err_set(err, QL_ECOORD,
                           "ZooKeeper was reset or replaced: its ensemble id (the fence_id node) is "
-                          "%s, but this store's job servers recorded %s. Its tokens restart "
-                          "small, so this server does not claim the job engine lock. If the move "
-                          "is deliberate, stop every job server, then run `qilin cluster "
+                          "%s, but this store's job servers recorded %s; its tokens restart "
+                          "small, so this server does not claim the lock. If the move is "
+                          "deliberate, stop every job server, then run `qilin cluster "
                           "reset-coordination`",
                           a->ensemble, rec);
     if (!rec[0]) {
@@ -242,8 +243,12 @@ static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t 
         return QL_EZOOKEEPER;
     }
     if (l->refused[0]) {
-        snprintf(base->why, sizeof base->why, "%s", l->refused);
-        return QL_ECOORD;
+        /* Said once, as the claim's error; the node then logs a holder only when it changes. */
+        if (holder && cap)
+            snprintf(holder, cap,
+                     "nobody: this server does not claim it on another ZooKeeper ensemble than "
+                     "the store's (see the error above; `qilin cluster reset-coordination`)");
+        return 0;
     }
     int known = ensemble_known(l);
     if (known < 0)
@@ -275,9 +280,9 @@ static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t 
                      "server gave its node up and rejoins): %.300s",
                      l->elect ? "election" : "lock", (unsigned long long)token, err.msg);
             leave(l);
-            if (rc == QL_ECOORD) {
+            if (rc == QL_ECOORD) { /* it does not rejoin: the message says why and what to do */
                 snprintf(l->refused, sizeof l->refused, "%s", err.msg);
-                ql_log(l->log, QL_LOG_ERROR, "node", "%s", err.msg);
+                snprintf(base->why, sizeof base->why, "%s", err.msg);
             }
             return rc;
         }

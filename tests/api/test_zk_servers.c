@@ -684,6 +684,10 @@ Test(zk_servers, another_zookeeper_ensemble_is_refused_until_reset_coordination)
         poll_pause();
     }
     cr_assert_not(file_contains(S[1].log, "scheduling: holding the job engine lock"));
+    cr_assert_eq(log_lines(&S[1], 1, "ZooKeeper was reset or replaced", ""), 1,
+                 "the refusal is logged once, not at every poll");
+    assert_file_contains(S[1].log, "standby: the job engine lock is held by nobody: this server "
+                                   "does not claim it on another ZooKeeper ensemble");
     qd_stop_ok(&S[1], 30000);
     store_ensemble(NULL, got, sizeof got);
     cr_assert_str_eq(got, OTHER_ENSEMBLE, "a refused server changed the record");
