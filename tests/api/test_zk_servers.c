@@ -692,10 +692,13 @@ Test(zk_servers, another_zookeeper_ensemble_is_refused_until_reset_coordination)
     store_ensemble(NULL, got, sizeof got);
     cr_assert_str_eq(got, OTHER_ENSEMBLE, "a refused server changed the record");
 
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "%s cluster reset-coordination %s > /dev/null", QILIN, S[0].data);
+    char cmd[800], said[120];
+    const char *out = path_in(dir, "cli.out");
+    snprintf(cmd, sizeof cmd, "%s cluster reset-coordination %s > %s", QILIN, S[0].data, out);
     int st = system(cmd);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d", cmd, st);
+    snprintf(said, sizeof said, "forgot the ZooKeeper ensemble fence_id=%s;", OTHER_ENSEMBLE);
+    assert_file_contains(out, said);
     store_ensemble(NULL, got, sizeof got);
     cr_assert_str_eq(got, "", "reset-coordination forgets the ensemble");
     start(1, 100, 2000);
