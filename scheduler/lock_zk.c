@@ -18,10 +18,18 @@
  *   qilin.cluster.suspend-kill-ms) and EXPIRED end the holding as far as still_held tells, so
  *   the node demotes and stops the running steps; EXPIRED also opens a new session at once.
  *   Any state change calls `changed`.
+ * - The ensemble's identity (docs/zookeeper.md, fence_id): before it joins, the lock reads the
+ *   ensemble's fence_id node (ql_zk_fence_id_new); the claim's transaction compares it with the
+ *   store's record (QL_LOCK_ZK_ENSEMBLE_KEY), recording it when there is none. A different id
+ *   means a reset or replaced ZooKeeper: that try fails with QL_ECOORD, saying so and naming
+ *   `qilin cluster reset-coordination`; the lock gives its node up and never joins again (later
+ *   tries report it as the holder's place).
  * - Everything runs on the loop thread; the claim's transaction is the only wait.
  */
 #include "scheduler/ql_lock.h"
 #include "scheduler/ql_zk.h"
+
+#include "storage/storage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +43,17 @@ typedef struct {
     ql_writer_t *writer;
     ql_log_t *log;
     bool elect;
-    ql_zk_lock_t *lock;   /* scheduler 0: the recipe while joined */
-    ql_zk_elect_t *party; /* scheduler 100: the recipe while joined */
-    uint64_t offered;     /* the token of a HELD not claimed yet; 0: none */
-    uint64_t holding;     /* the token of the recipe's current HELD (claimed or not); 0: none */
-    char holder[256];     /* the holder a STANDBY named */
-    char ended[256];      /* why the holding (or the session) ended, "" while it lasts */
-    char failed[256];     /* FAILED's reason: the session is unusable */
+    ql_zk_lock_t *lock;    /* scheduler 0: the recipe while joined */
+    ql_zk_elect_t *party;  /* scheduler 100: the recipe while joined */
+    uint64_t offered;      /* the token of a HELD not claimed yet; 0: none */
+    uint64_t holding;      /* the token of the recipe's current HELD (claimed or not); 0: none */
+    char holder[256];      /* the holder a STANDBY named */
+    char ended[256];       /* why the holding (or the session) ended, "" while it lasts */
+    char failed[256];      /* FAILED's reason: the session is unusable */
+    ql_zk_fence_id_t *fid; /* the read of the ensemble's fence_id, until it answers */
+    char ensemble[33];     /* the ensemble's fence_id, "" until read */
+    bool fid_failed;       /* the read failed: made again at the next try */
+    char refused[512];     /* why this lock refuses to claim (another ensemble), "" if not */
 } zk_lock_t;
 
 static void changed(zk_lock_t *l) {
@@ -137,30 +149,87 @@ static bool usable(const zk_lock_t *l) {
 
 typedef struct {
     uint64_t token;
+    const char *ensemble; /* the ensemble's fence_id */
+    bool recorded;        /* set: the claim recorded it (the store had none) */
 } claim_arg_t;
 
+/* The ensemble check, then the claim, in one transaction. */
 static int claim_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
-    return ql_fence_claim(txn, ((claim_arg_t *)arg)->token, err);
+    claim_arg_t *a = arg;
+    char rec[64] = "";
+    int rc = ql_meta_get_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, rec, sizeof rec);
+    if (rc && rc != QL_ENOTFOUND)
+        return ql_err_set(err, rc, "cannot read the store's ZooKeeper ensemble id: %s",
+                          ql_strerror(rc));
+    if (rec[0] && strcmp(rec, a->ensemble))
+        return ql_err_set(err, QL_ECOORD,
+                          "ZooKeeper was reset or replaced: its ensemble id (the fence_id node) is "
+                          "%s, but this store's job servers recorded %s; its tokens restart "
+                          "small, so this server does not claim the lock. If the move is "
+                          "deliberate, stop every job server, then run `qilin cluster "
+                          "reset-coordination`",
+                          a->ensemble, rec);
+    if (!rec[0]) {
+        if ((rc = ql_meta_put_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, a->ensemble)))
+            return ql_err_set(err, rc, "cannot record the ZooKeeper ensemble id: %s",
+                              ql_strerror(rc));
+        a->recorded = true;
+    }
+    return ql_fence_claim(txn, a->token, err);
 }
 
 /* The claim of token in the store: one mutation of the writer, or a write transaction of its
  * own without one. */
 static int claim(zk_lock_t *l, uint64_t token, ql_err_t *err) {
+    claim_arg_t a = {.token = token, .ensemble = l->ensemble};
+    int rc;
     if (l->writer) {
-        claim_arg_t a = {.token = token};
-        return ql_writer_call(l->writer, claim_fn, &a, err);
+        rc = ql_writer_call(l->writer, claim_fn, &a, err);
+    } else {
+        ql_txn_t *txn;
+        if ((rc = ql_txn_begin(l->store, true, &txn)))
+            return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
+        if ((rc = claim_fn(txn, &a, err)))
+            ql_txn_abort(txn);
+        else if ((rc = ql_txn_commit(txn)))
+            ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
     }
-    ql_txn_t *txn;
-    int rc = ql_txn_begin(l->store, true, &txn);
-    if (rc)
-        return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
-    if ((rc = ql_fence_claim(txn, token, err))) {
-        ql_txn_abort(txn);
-        return rc;
+    if (!rc && a.recorded)
+        ql_log(l->log, QL_LOG_INFO, "node",
+               "recorded the ZooKeeper ensemble of this store's job servers: fence_id=%s",
+               l->ensemble);
+    return rc;
+}
+
+/* The ensemble's fence_id, read (status 0) or not. */
+static void fid_done(void *arg, int status, const char *id, bool created) {
+    zk_lock_t *l = arg;
+    (void)created;
+    if (status == 0)
+        snprintf(l->ensemble, sizeof l->ensemble, "%s", id);
+    else
+        l->fid_failed = true;
+    changed(l);
+}
+
+/* 0 once the ensemble's id is known; else starts or waits for its read (1) or fails. */
+static int ensemble_known(zk_lock_t *l) {
+    if (l->ensemble[0])
+        return 0;
+    if (l->fid_failed) {
+        ql_zk_fence_id_free(l->fid);
+        l->fid = NULL;
+        l->fid_failed = false;
     }
-    if ((rc = ql_txn_commit(txn)))
-        return ql_err_set(err, rc, "cannot claim the fencing token: %s", ql_strerror(rc));
-    return 0;
+    if (!l->fid) {
+        int rc = ql_zk_fence_id_new(l->zk, fid_done, l, &l->fid);
+        if (rc) {
+            snprintf(l->base.why, sizeof l->base.why, "cannot read the ensemble's fence_id: %s",
+                     ql_strerror(rc));
+            return rc;
+        }
+    }
+    return l->ensemble[0] ? 0 : 1;
 }
 
 static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t cap) {
@@ -172,6 +241,24 @@ static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t 
         if (ql_zk_state(l->zk) == QL_ZK_FAILED)
             ql_zk_reopen(l->zk); /* try again at the next poll */
         return QL_EZOOKEEPER;
+    }
+    if (l->refused[0]) {
+        /* Said once, as the claim's error; the node then logs a holder only when it changes. */
+        if (holder && cap)
+            snprintf(holder, cap,
+                     "nobody: this server does not claim it on another ZooKeeper ensemble than "
+                     "the store's (see the error above; `qilin cluster reset-coordination`)");
+        return 0;
+    }
+    int known = ensemble_known(l);
+    if (known < 0)
+        return known;
+    if (known > 0) {
+        if (holder && cap)
+            snprintf(holder, cap,
+                     "nobody known yet (reading the ZooKeeper ensemble's fence_id, %s)",
+                     ql_zk_state_name(ql_zk_state(l->zk)));
+        return 0;
     }
     if (!joined(l)) {
         int rc = join(l);
@@ -193,6 +280,10 @@ static int zk_try_acquire(ql_lock_t *base, bool *acquired, char *holder, size_t 
                      "server gave its node up and rejoins): %.300s",
                      l->elect ? "election" : "lock", (unsigned long long)token, err.msg);
             leave(l);
+            if (rc == QL_ECOORD) { /* it does not rejoin: the message says why and what to do */
+                snprintf(l->refused, sizeof l->refused, "%s", err.msg);
+                snprintf(base->why, sizeof base->why, "%s", err.msg);
+            }
             return rc;
         }
         base->held = true;
@@ -243,6 +334,7 @@ static void zk_release(ql_lock_t *base) {
 static void zk_free(ql_lock_t *base) {
     zk_lock_t *l = (zk_lock_t *)base;
     leave(l); /* the session closes next: its nodes go with it in any case */
+    ql_zk_fence_id_free(l->fid);
     base->held = false;
     ql_zk_unlisten(l->zk, &l->listener);
     /* The session closes on the loop (its nodes vanish at once); the loop runs until it is

@@ -8,7 +8,9 @@
  * So the first job server records how it coordinates in meta "coordination", in one write
  * transaction with the server that recorded it, and every later job server compares: a server
  * configured differently refuses to start and names both configurations. `qilin cluster
- * reset-coordination` clears the record for a deliberate change, once the old servers are gone.
+ * reset-coordination` clears the record for a deliberate change, once the old servers are gone,
+ * and with it the recorded ZooKeeper ensemble (QL_LOCK_ZK_ENSEMBLE_KEY, ql_lock.h), so that the
+ * next server adopts the ensemble it finds.
  */
 #include "server/ql_node.h"
 
@@ -89,7 +91,8 @@ int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, ql_err_
     char by[256];
     if ((rc = read_record(txn, old, cap, by, sizeof by)) ||
         (rc = ql_meta_put_str(txn, COORD_KEY, "")) ||
-        (rc = ql_meta_put_str(txn, COORD_BY_KEY, ""))) {
+        (rc = ql_meta_put_str(txn, COORD_BY_KEY, "")) ||
+        (rc = ql_meta_put_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, ""))) {
         ql_txn_abort(txn);
         return ql_err_set(err, rc, "cannot clear the coordination record: %s", ql_strerror(rc));
     }

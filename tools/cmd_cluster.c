@@ -1,8 +1,9 @@
 /*
  * qilin cluster reset-coordination DATA_DIR | --url URL [--schema NAME]: clears the store's
- * coordination record (server/node_guard.c), so the next job server records its own settings.
- * For a deliberate change of scheduler or lock kind, run once every job server of the store is
- * stopped (docs/user-guide.md, Several servers). Exit 0 done, 2 failed.
+ * coordination record (server/node_guard.c) and the recorded ZooKeeper ensemble (ql_lock.h), so
+ * the next job server records its own settings and adopts the ensemble it finds. For a
+ * deliberate change of scheduler, lock kind or ensemble, run once every job server of the store
+ * is stopped (docs/user-guide.md, Several servers). Exit 0 done, 2 failed.
  */
 #include "cli.h"
 #include "server/ql_node.h"
@@ -14,7 +15,8 @@ static int usage(FILE *out, int code) {
     fprintf(out, "usage: qilin cluster reset-coordination DATA_DIR\n"
                  "       qilin cluster reset-coordination --url URL [--schema NAME]\n\n"
                  "Forgets how the store's job servers coordinate (scheduler and job engine lock,\n"
-                 "recorded by the first job server), so the next job server records its own.\n"
+                 "recorded by the first job server) and the ZooKeeper ensemble they use, so the\n"
+                 "next job server records its own.\n"
                  "Run it only after stopping every job server of the store: servers configured\n"
                  "differently must never schedule on one store together.\n");
     return code;
@@ -43,8 +45,18 @@ int ql_cmd_cluster(int argc, char **argv) {
         fprintf(stderr, "qilin cluster: %s\n", err.msg);
         return 2;
     }
-    char old[256];
-    int rc = ql_node_reset_coordination(store, old, sizeof old, &err);
+    char old[256], ensemble[64] = "";
+    ql_txn_t *txn;
+    int rc = ql_txn_begin(store, false, &txn);
+    if (!rc) {
+        rc = ql_meta_get_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, ensemble, sizeof ensemble);
+        ql_txn_abort(txn);
+        rc = rc == QL_ENOTFOUND ? 0 : rc;
+    }
+    if (rc)
+        ql_err_set(&err, rc, "cannot read the recorded ZooKeeper ensemble: %s", ql_strerror(rc));
+    else
+        rc = ql_node_reset_coordination(store, old, sizeof old, &err);
     ql_store_close(store);
     if (rc) {
         fprintf(stderr, "qilin cluster: %s\n", err.msg);
@@ -52,7 +64,11 @@ int ql_cmd_cluster(int argc, char **argv) {
     }
     if (old[0])
         printf("forgot the coordination '%s'; the next job server records its own\n", old);
-    else
+    if (ensemble[0])
+        printf("forgot the ZooKeeper ensemble fence_id=%s; the next job server adopts the one it "
+               "finds\n",
+               ensemble);
+    if (!old[0] && !ensemble[0])
         printf("no coordination was recorded; nothing changed\n");
     return 0;
 }

@@ -28,6 +28,7 @@
  * of its processes lives; a try that finds it taken (two tries of one step at once) records
  * "overlap ..." and fails. The assertions read the trace back. Waits poll with deadlines.
  */
+#include "scheduler/ql_lock.h"
 #include "tests/api/step_trace.h"
 #include "tests/common/zk_util.h"
 
@@ -619,4 +620,93 @@ Test(zk_servers, another_cluster_name_is_refused_on_a_store_coordinated_by_zooke
              base, base);
     assert_file_contains(S[1].log, want);
     qd_stop_ok(&S[0], 30000);
+}
+
+/* ---- the ensemble's identity ---- */
+
+#define QILIN QL_BUILD_DIR "/tools/qilin"
+#define OTHER_ENSEMBLE "0123456789abcdef0123456789abcdef"
+
+/* The store's recorded ZooKeeper ensemble id (QL_LOCK_ZK_ENSEMBLE_KEY); with put, sets it
+ * first. */
+static void store_ensemble(const char *put, char *out, size_t cap) {
+    ql_store_t *store;
+    ql_test_store_open(S[0].data, &store);
+    ql_txn_t *txn;
+    cr_assert_eq(ql_txn_begin(store, put != NULL, &txn), 0);
+    if (put)
+        cr_assert_eq(ql_meta_put_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, put), 0);
+    out[0] = '\0';
+    int rc = ql_meta_get_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, out, cap);
+    cr_assert(rc == 0 || rc == QL_ENOTFOUND, "%d", rc);
+    if (put)
+        cr_assert_eq(ql_txn_commit(txn), 0);
+    else
+        ql_txn_abort(txn);
+    ql_store_close(store);
+}
+
+/* The first server records the ensemble's fence_id in the store. A reset or replaced ZooKeeper
+ * has another id; the test makes the two differ from the store's side (the fixture's ZooKeeper
+ * cannot be replaced under a running suite): a server then serves but never claims, saying why
+ * and naming `qilin cluster reset-coordination`. After that command, the next server adopts the
+ * ensemble it finds and leads. The check does not depend on the store: LMDB only. */
+Test(zk_servers, another_zookeeper_ensemble_is_refused_until_reset_coordination) {
+    ql_test_require_backend("lmdb");
+    init_servers();
+    start(0, 100, 2000);
+    wait_log(&S[0], "scheduling: holding the job engine lock", 10000);
+    const char *rec = "recorded the ZooKeeper ensemble of this store's job servers: fence_id=";
+    wait_log(&S[0], rec, 5000);
+    char *log = read_file(S[0].log);
+    char id[33];
+    snprintf(id, sizeof id, "%s", strstr(log, rec) + strlen(rec));
+    free(log);
+    cr_assert_eq(strlen(id), 32, "%s", id);
+    char got[64];
+    store_ensemble(NULL, got, sizeof got);
+    cr_assert_str_eq(got, id, "the store records the ensemble's id");
+    qd_stop_ok(&S[0], 30000);
+
+    store_ensemble(OTHER_ENSEMBLE, got, sizeof got);
+    start(1, 100, 2000);
+    char want[300];
+    snprintf(want, sizeof want,
+             "ZooKeeper was reset or replaced: its ensemble id (the fence_id node) is %s, but this "
+             "store's job servers recorded %s",
+             id, OTHER_ENSEMBLE);
+    wait_log(&S[1], want, 10000);
+    assert_file_contains(S[1].log, "run `qilin cluster reset-coordination`");
+    /* It keeps refusing: no holding, at every look over a second. */
+    int64_t until = now_ms() + 1000;
+    while (now_ms() < until) {
+        cr_assert_not(is_master(&S[1]), "a server led on another ensemble's record");
+        poll_pause();
+    }
+    cr_assert_not(file_contains(S[1].log, "scheduling: holding the job engine lock"));
+    cr_assert_eq(log_lines(&S[1], 1, "ZooKeeper was reset or replaced", ""), 1,
+                 "the refusal is logged once, not at every poll");
+    assert_file_contains(S[1].log, "standby: the job engine lock is held by nobody: this server "
+                                   "does not claim it on another ZooKeeper ensemble");
+    qd_stop_ok(&S[1], 30000);
+    store_ensemble(NULL, got, sizeof got);
+    cr_assert_str_eq(got, OTHER_ENSEMBLE, "a refused server changed the record");
+
+    char cmd[800], said[120];
+    const char *out = path_in(dir, "cli.out");
+    snprintf(cmd, sizeof cmd, "%s cluster reset-coordination %s > %s", QILIN, S[0].data, out);
+    int st = system(cmd);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status %d", cmd, st);
+    snprintf(said, sizeof said, "forgot the ZooKeeper ensemble fence_id=%s;", OTHER_ENSEMBLE);
+    assert_file_contains(out, said);
+    store_ensemble(NULL, got, sizeof got);
+    cr_assert_str_eq(got, "", "reset-coordination forgets the ensemble");
+    start(1, 100, 2000);
+    wait_log(&S[1], "scheduling: holding the job engine lock", 10000);
+    char adopted[120];
+    snprintf(adopted, sizeof adopted, "%s%s", rec, id);
+    assert_file_contains(S[1].log, adopted);
+    store_ensemble(NULL, got, sizeof got);
+    cr_assert_str_eq(got, id, "the next server adopts the ensemble it finds");
+    qd_stop_ok(&S[1], 30000);
 }

@@ -132,6 +132,15 @@ typedef struct ql_lock_zk_opts {
  * until it is closed). Errors as ql_zk_new's. */
 int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err);
 
+/* The meta key holding the id of the ZooKeeper ensemble (its fence_id node) that the store's job
+ * servers use (docs/zookeeper.md, fence_id). The ZooKeeper lock reads the ensemble's id before it
+ * joins, and its claim, in the claim's transaction, records the id when the key is missing or
+ * empty and refuses with QL_ECOORD when it differs (ZooKeeper was reset or replaced: its tokens
+ * restart small). The refusal lasts for the lock's life: later tries acquire nothing and name
+ * the refusal as the holder. `qilin cluster reset-coordination`
+ * empties the key (ql_node_reset_coordination). */
+#define QL_LOCK_ZK_ENSEMBLE_KEY "coordination_zk_fence_id"
+
 static inline int ql_lock_try_acquire(ql_lock_t *l, bool *acquired, char *holder, size_t cap) {
     return l->ops->try_acquire(l, acquired, holder, cap);
 }

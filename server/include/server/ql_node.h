@@ -178,8 +178,8 @@ void ql_node_coordination(const ql_config_t *cfg, const char *lock_kind, char *b
  * One write transaction. */
 int ql_node_guard_coordination(ql_store_t *store, const char *mine, const char *server_id,
                                int64_t now_ms, ql_log_t *log, ql_err_t *err);
-/* Clears the record (`qilin cluster reset-coordination`), copying the old one into old (cap
- * bytes; empty when there was none). */
+/* Clears the record and the recorded ZooKeeper ensemble (`qilin cluster reset-coordination`),
+ * copying the old record into old (cap bytes; empty when there was none). */
 int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, ql_err_t *err);
 
 #endif
