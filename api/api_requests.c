@@ -157,8 +157,10 @@ static int check_range_setting(const json_t *root, const char *prefix, ql_err_t 
     snprintf(number, sizeof number, "%s_number", prefix);
     snprintf(enabled, sizeof enabled, "%s_enabled", prefix);
     snprintf(type, sizeof type, "%s_type", prefix);
-    const ql_api_field_t fields[] = {
-        {number, AJ_INT, false}, {enabled, AJ_BOOL, false}, {type, AJ_STRING, false}, {NULL}};
+    const ql_api_field_t fields[] = {{number, AJ_INT, false},
+                                     {enabled, AJ_BOOL, false},
+                                     {type, AJ_STRING, false},
+                                     {NULL, 0, false}};
     int rc = ql_api_json_check(o, prefix, fields, err);
     if (rc)
         return rc;
