@@ -52,6 +52,13 @@ UNUSED static int64_t now_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The wall clock in epoch ms: what steps write in their traces and the server in job times. */
+UNUSED static int64_t wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* The pause between two looks at a condition polled with a deadline. */
 UNUSED static void poll_pause(void) {
     struct timespec ts = {0, 10 * 1000 * 1000};

@@ -29,7 +29,6 @@
 #include <libpq-fe.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 
 #define N 3
 #define DAY 86400000LL
@@ -61,12 +60,6 @@ static void teardown(void) {
 }
 
 TestSuite(multihost, .fini = teardown, .timeout = 180);
-
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 /* The step: takes its step's flock (held by every process of the try), records its start and
  * end; the middle step's first try sleeps until it is killed. */

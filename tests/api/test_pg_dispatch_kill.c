@@ -32,7 +32,6 @@
 #include "tests/common/store_util.h"
 
 #include <libpq-fe.h>
-#include <sys/time.h>
 
 #define N 3
 #define MODELS 100
@@ -66,12 +65,6 @@ static void teardown(void) {
 }
 
 TestSuite(pg_dispatch_kill, .fini = teardown, .timeout = 240);
-
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 /* Launches server i; qd_wait_up(&S[i]) waits for it to serve. */
 static void launch_server(int i) {

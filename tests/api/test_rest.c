@@ -913,12 +913,6 @@ Test(rest, a_failed_step_shows_its_failed_msg_in_the_job_detail) {
     json_decref(steps);
 }
 
-static int64_t wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * Writes finished INC_BUILD jobs of model p1/m1 straight into the store of the stopped server,
  * job i created ages[i] ms before now on [D0 + i days, D0 + i + 1 days), through the functions

@@ -47,12 +47,6 @@ static const char TEMPLATES[] =
     "touch marker; echo $$ $PPID > step.pid; exec sleep 300']\n"
     "          cwd: %s\n";
 
-static int64_t wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Starts the master, then the standby on the same data directory and schema; both use the
  * master's templates (in its temporary directory, where the steps run). */
 static void start_pair(void) {

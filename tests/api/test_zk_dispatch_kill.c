@@ -46,8 +46,6 @@
 #include "tests/common/store_util.h"
 #include "tests/common/zk_util.h"
 
-#include <sys/time.h>
-
 #define N 3
 #define MODELS 100
 #define ROUNDS 10
@@ -71,12 +69,6 @@ static void teardown(void) {
 }
 
 TestSuite(zk_dispatch_kill, .fini = teardown, .timeout = 240);
-
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 /* Launches server i under scheduler 100 on the fixture; qd_wait_up(&S[i]) waits for it. */
 static void launch_server(int i) {

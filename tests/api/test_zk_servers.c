@@ -32,8 +32,6 @@
 #include "tests/api/step_trace.h"
 #include "tests/common/zk_util.h"
 
-#include <sys/time.h>
-
 #define N 2
 #define DAY 86400000LL
 #define D0 1788134400000LL /* 2026-08-31T00:00:00Z */
@@ -60,12 +58,6 @@ static void teardown(void) {
 }
 
 TestSuite(zk_servers, .fini = teardown, .timeout = 120);
-
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 /* The step: takes its step's flock (held by every process of the try), records its start and
  * end in the trace and in its own output; the middle step's first try sleeps until it is
