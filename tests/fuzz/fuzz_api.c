@@ -35,6 +35,19 @@ static void check_ids(const ql_api_ids_req_t *r) {
                 __builtin_trap();
 }
 
+/* PUT segments by names instead of ids: no ids, every name a string, none twice. */
+static void check_names(const ql_api_ids_req_t *r) {
+    if (r->n != 0 || r->n_names == 0 || r->n_names > QL_API_MAX_IDS || !r->names)
+        __builtin_trap();
+    for (size_t i = 0; i < r->n_names; i++) {
+        if (!r->names[i])
+            __builtin_trap();
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(r->names[i], r->names[k]))
+                __builtin_trap();
+    }
+}
+
 static void run_parser(const char *route, const char *body, size_t len) {
     ql_err_t err = {0};
     int rc;
@@ -100,8 +113,11 @@ static void run_parser(const char *route, const char *body, size_t len) {
         rc = ql_api_parse_segments_put(body, len, &r, &err);
         check_refusal(rc, &err);
         if (!rc) {
-            check_ids(&r);
-            if (r.merge && r.n < 2)
+            if (r.n_names)
+                check_names(&r);
+            else
+                check_ids(&r);
+            if (r.merge && r.n + r.n_names < 2)
                 __builtin_trap();
         }
         ql_api_ids_req_free(&r);
@@ -110,8 +126,11 @@ static void run_parser(const char *route, const char *body, size_t len) {
         ql_api_ids_req_t r;
         rc = ql_api_parse_job_status(body, len, &r, &err);
         check_refusal(rc, &err);
-        if (!rc)
+        /* Accepted: job ids, or (Kylin's form for many jobs) statuses with a project. */
+        if (!rc && r.n)
             check_ids(&r);
+        else if (!rc && (!r.status_mask || !r.project || !r.project[0]))
+            __builtin_trap();
         ql_api_ids_req_free(&r);
     }
     if (!route || !strcmp(route, "jobs.submit")) {
