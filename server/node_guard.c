@@ -83,14 +83,36 @@ int ql_node_guard_coordination(ql_store_t *store, const char *mine, const char *
     return 0;
 }
 
-int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, ql_err_t *err) {
+/* Whether the store's tokens came from ZooKeeper: its record names the zk lock, or an ensemble
+ * was recorded. */
+static int zk_coordinated(ql_txn_t *txn, const char *record, bool *zk) {
+    char ensemble[64] = "";
+    int rc = ql_meta_get_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, ensemble, sizeof ensemble);
+    if (rc && rc != QL_ENOTFOUND)
+        return rc;
+    *zk = strstr(record, " lock=zk") != NULL || ensemble[0] != '\0';
+    return 0;
+}
+
+int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, uint64_t *epoch_was,
+                               ql_err_t *err) {
+    *epoch_was = 0;
     ql_txn_t *txn;
     int rc = ql_txn_begin(store, true, &txn);
     if (rc)
         return ql_err_set(err, rc, "cannot open a write transaction: %s", ql_strerror(rc));
     char by[256];
-    if ((rc = read_record(txn, old, cap, by, sizeof by)) ||
-        (rc = ql_meta_put_str(txn, COORD_KEY, "")) ||
+    bool zk = false;
+    if ((rc = read_record(txn, old, cap, by, sizeof by)) || (rc = zk_coordinated(txn, old, &zk))) {
+        ql_txn_abort(txn);
+        return ql_err_set(err, rc, "cannot read the coordination record: %s", ql_strerror(rc));
+    }
+    /* A new ensemble's zxids start small: without this its claims would all be refused. */
+    if (zk && (rc = ql_fence_reset(txn, epoch_was, err))) {
+        ql_txn_abort(txn);
+        return rc;
+    }
+    if ((rc = ql_meta_put_str(txn, COORD_KEY, "")) ||
         (rc = ql_meta_put_str(txn, COORD_BY_KEY, "")) ||
         (rc = ql_meta_put_str(txn, QL_LOCK_ZK_ENSEMBLE_KEY, ""))) {
         ql_txn_abort(txn);

@@ -82,7 +82,7 @@ int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t 
     ql_job_t job;
     /* A write transaction's point read locks the row on PostgreSQL (FOR UPDATE), so no other
      * claim or change of this job interleaves until the transaction ends. */
-    if ((rc = ql_job_get(txn, job_id, 0, &job)))
+    if ((rc = ql_job_get(txn, job_id, QL_DECODE_KEEP_EXTRA, &job)))
         return ql_err_set(err, rc, "job %s: cannot read it to claim its lock: %s", id,
                           ql_strerror(rc));
     if (job.fence > token) {
@@ -101,5 +101,57 @@ int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t 
     if (rc)
         return ql_err_set(err, rc, "job %s: cannot record its fencing token: %s", id,
                           ql_strerror(rc));
+    return 0;
+}
+
+/* The ids of the jobs of one state whose fence is set, collected before any is written (a
+ * write may move the iteration's cursor on LMDB). */
+typedef struct fenced_jobs {
+    ql_id_t *ids;
+    size_t n, cap;
+} fenced_jobs_t;
+
+static int collect_fenced(const ql_job_t *j, void *arg) {
+    fenced_jobs_t *f = arg;
+    if (!j->fence)
+        return 0;
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 64;
+        ql_id_t *ids = realloc(f->ids, cap * sizeof *ids);
+        if (!ids)
+            return UV_ENOMEM;
+        f->ids = ids;
+        f->cap = cap;
+    }
+    f->ids[f->n++] = j->id;
+    return 0;
+}
+
+static int unfence_jobs(ql_txn_t *txn) {
+    static const ql_state_t live[] = {QL_READY, QL_PENDING, QL_RUNNING, QL_ERROR, QL_PAUSED};
+    fenced_jobs_t f = {0};
+    int rc = 0;
+    for (size_t s = 0; !rc && s < sizeof live / sizeof live[0]; s++)
+        rc = ql_job_foreach_state(txn, live[s], collect_fenced, &f);
+    for (size_t i = 0; !rc && i < f.n; i++) {
+        ql_job_t job;
+        if ((rc = ql_job_get(txn, &f.ids[i], QL_DECODE_KEEP_EXTRA, &job)))
+            break;
+        job.fence = 0;
+        rc = ql_job_put(txn, &job);
+        ql_job_free(&job);
+    }
+    free(f.ids);
+    return rc;
+}
+
+int ql_fence_reset(ql_txn_t *txn, uint64_t *was, ql_err_t *err) {
+    if (!txn->write)
+        return ql_err_set(err, QL_EINVAL, "fencing epoch: a reset needs a write transaction");
+    int rc = ql_fence_current(txn, was);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read the fencing epoch: %s", ql_strerror(rc));
+    if ((rc = ql_meta_put_u64(txn, EPOCH_KEY, 0)) || (rc = unfence_jobs(txn)))
+        return ql_err_set(err, rc, "cannot reset the fencing epoch: %s", ql_strerror(rc));
     return 0;
 }

@@ -46,6 +46,7 @@ int ql_cmd_cluster(int argc, char **argv) {
         return 2;
     }
     char old[256], ensemble[64] = "";
+    uint64_t epoch_was = 0;
     ql_txn_t *txn;
     int rc = ql_txn_begin(store, false, &txn);
     if (!rc) {
@@ -56,7 +57,7 @@ int ql_cmd_cluster(int argc, char **argv) {
     if (rc)
         ql_err_set(&err, rc, "cannot read the recorded ZooKeeper ensemble: %s", ql_strerror(rc));
     else
-        rc = ql_node_reset_coordination(store, old, sizeof old, &err);
+        rc = ql_node_reset_coordination(store, old, sizeof old, &epoch_was, &err);
     ql_store_close(store);
     if (rc) {
         fprintf(stderr, "qilin cluster: %s\n", err.msg);
@@ -68,6 +69,10 @@ int ql_cmd_cluster(int argc, char **argv) {
         printf("forgot the ZooKeeper ensemble fence_id=%s; the next job server adopts the one it "
                "finds\n",
                ensemble);
+    if (epoch_was)
+        printf("reset the fencing epoch from %llu to 0 (and the live jobs' fences): the new "
+               "ensemble's tokens start small\n",
+               (unsigned long long)epoch_was);
     if (!old[0] && !ensemble[0])
         printf("no coordination was recorded; nothing changed\n");
     return 0;

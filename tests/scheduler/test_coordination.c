@@ -134,14 +134,63 @@ Test(coordination, reset_lets_the_next_job_server_record_its_own, .init = setup,
     ql_store_t *s;
     ql_test_store_open(w.data, &s);
     char old[256];
+    uint64_t was;
     ql_err_t err = {0};
-    cr_assert_eq(ql_node_reset_coordination(s, old, sizeof old, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_node_reset_coordination(s, old, sizeof old, &was, &err), 0, "%s", err.msg);
     ql_store_close(s);
     cr_assert_str_eq(old, OTHER);
     cr_assert_eq(start_node(NULL, &err), 0, "%s", err.msg);
     char rec[256], by[256];
     read_record(rec, sizeof rec, by, sizeof by);
     cr_assert_str_eq(rec, mine());
+}
+
+static uint64_t epoch_of_store(void) {
+    ql_store_t *s;
+    ql_test_store_open(w.data, &s);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    uint64_t e;
+    cr_assert_eq(ql_fence_current(t, &e), 0);
+    ql_txn_abort(t);
+    ql_store_close(s);
+    return e;
+}
+
+static uint64_t reset(char *old, size_t cap) {
+    ql_store_t *s;
+    ql_test_store_open(w.data, &s);
+    uint64_t was = 99;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_node_reset_coordination(s, old, cap, &was, &err), 0, "%s", err.msg);
+    ql_store_close(s);
+    return was;
+}
+
+/* A store coordinated by ZooKeeper holds czxids as its epoch: leaving the ensemble resets it so
+ * the next ensemble's small zxids can claim; a store-minted epoch (file or PostgreSQL lock) is
+ * left alone, since the next holder continues from it. */
+Test(coordination, reset_lowers_the_epoch_only_when_zookeeper_coordinated, .init = setup,
+     .fini = teardown) {
+    record_other();
+    ql_store_t *s;
+    ql_test_store_open(w.data, &s);
+    ql_txn_t *t;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_fence_claim(t, 0x500000007, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_store_close(s);
+    char old[256];
+    cr_assert_eq(reset(old, sizeof old), 0x500000007, "the zk-coordinated epoch is reset");
+    cr_assert_eq(epoch_of_store(), 0);
+
+    cr_assert_eq(start_node(NULL, &err), 0, "%s", err.msg);
+    uint64_t minted = epoch_of_store();
+    cr_assert_gt(minted, 0, "the store's own lock minted an epoch");
+    cr_assert_eq(reset(old, sizeof old), 0, "a store-minted epoch is not reset");
+    cr_assert_str_eq(old, mine());
+    cr_assert_eq(epoch_of_store(), minted);
 }
 
 /* The command line: qilin cluster reset-coordination on the store of the backend under test. */

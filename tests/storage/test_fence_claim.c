@@ -98,8 +98,8 @@ Test(fence_claim, bad_tokens_and_read_transactions_are_refused) {
     cr_assert_eq(epoch_now(), 0);
 }
 
-/* A READY job of a fresh project, committed; its id. */
-static ql_id_t put_job(uint64_t fence) {
+/* A job in state of a fresh project, committed; its id. */
+static ql_id_t put_job_in(ql_state_t state, uint64_t fence) {
     ql_txn_t *t = wbegin();
     ql_project_t p = {0};
     if (ql_project_get(t, "p", 0, &p) == QL_ENOTFOUND) {
@@ -113,13 +113,17 @@ static ql_id_t put_job(uint64_t fence) {
     ql_store_new_id(store, &j.id);
     snprintf(j.project, sizeof j.project, "p");
     snprintf(j.type, sizeof j.type, "INDEX_BUILD");
-    j.state = QL_READY;
+    j.state = state;
     j.priority = 3;
     j.create_time = j.modify_time = 10;
     j.fence = fence;
     cr_assert_eq(ql_job_put(t, &j), 0);
     cr_assert_eq(ql_txn_commit(t), 0);
     return j.id;
+}
+
+static ql_id_t put_job(uint64_t fence) {
+    return put_job_in(QL_READY, fence);
 }
 
 static uint64_t job_fence(const ql_id_t *id) {
@@ -158,6 +162,40 @@ Test(fence_claim, a_job_takes_a_token_that_is_not_smaller) {
     cr_assert_eq(job_fence(&b), 40, "a claim changes only its job");
     cr_assert_eq(job_claim(&b, 39, &err), QL_EFENCED);
     cr_assert_eq(epoch_now(), 0, "a job's claim leaves the job engine epoch alone");
+    ql_test_assert_fsck_clean(store);
+}
+
+/* `qilin cluster reset-coordination` after a move to a new ZooKeeper ensemble: its zxids start
+ * small, so the epoch and the fences of the jobs that may still run go back to 0 (final jobs
+ * keep theirs: nothing claims them again). */
+Test(fence_claim, a_reset_lowers_the_epoch_and_the_fences_of_jobs_not_final) {
+    ql_err_t err = {0};
+    cr_assert_eq(claim(0x500000007, &err), 0, "%s", err.msg);
+    ql_id_t ready = put_job(0x500000009), paused = put_job_in(QL_PAUSED, 0x500000006);
+    ql_id_t done = put_job_in(QL_SUCCEED, 0x500000008), fresh = put_job(0);
+    cr_assert_eq(claim(0x7, &err), QL_EFENCED, "before the reset a new ensemble's token loses");
+
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    uint64_t was;
+    cr_assert_eq(ql_fence_reset(t, &was, &err), QL_EINVAL, "a read transaction cannot reset");
+    ql_txn_abort(t);
+    t = wbegin();
+    cr_assert_eq(ql_fence_reset(t, &was, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(was, 0x500000007, "the reset says what the epoch was");
+    cr_assert_eq(epoch_now(), 0);
+    cr_assert_eq(job_fence(&ready), 0);
+    cr_assert_eq(job_fence(&paused), 0);
+    cr_assert_eq(job_fence(&fresh), 0);
+    cr_assert_eq(job_fence(&done), 0x500000008, "a final job keeps its fence");
+
+    cr_assert_eq(claim(0x7, &err), 0, "the new ensemble's first holding claims: %s", err.msg);
+    cr_assert_eq(job_claim(&ready, 0x8, &err), 0, "and its first job lock: %s", err.msg);
+    t = wbegin();
+    cr_assert_eq(ql_fence_check(t, 0x500000007, &err), QL_EFENCED,
+                 "the old ensemble's holder stays fenced out");
+    ql_txn_abort(t);
     ql_test_assert_fsck_clean(store);
 }
 

@@ -179,7 +179,11 @@ void ql_node_coordination(const ql_config_t *cfg, const char *lock_kind, char *b
 int ql_node_guard_coordination(ql_store_t *store, const char *mine, const char *server_id,
                                int64_t now_ms, ql_log_t *log, ql_err_t *err);
 /* Clears the record and the recorded ZooKeeper ensemble (`qilin cluster reset-coordination`),
- * copying the old record into old (cap bytes; empty when there was none). */
-int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, ql_err_t *err);
+ * copying the old record into old (cap bytes; empty when there was none). When the store was
+ * coordinated by ZooKeeper, also resets the fencing epoch and the live jobs' fences to 0
+ * (ql_fence_reset): the next ensemble's tokens start small. *epoch_was gets the epoch it reset,
+ * 0 when it did not. One write transaction. */
+int ql_node_reset_coordination(ql_store_t *store, char *old, size_t cap, uint64_t *epoch_was,
+                               ql_err_t *err);
 
 #endif

@@ -181,4 +181,16 @@ int ql_fence_check(ql_txn_t *txn, uint64_t token, ql_err_t *err);
 int ql_fence_claim(ql_txn_t *txn, uint64_t token, ql_err_t *err);
 int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t *err);
 
+/*
+ * The one exception to "the epoch only grows", for a deliberate move to a new ZooKeeper
+ * ensemble (docs/zookeeper.md, Moving to another ensemble): a new ensemble's zxids start small,
+ * so every claim of its holdings would be refused until they passed the old ensemble's. Sets the
+ * epoch to 0 and the fence of every job that is not final to 0, so the first holdings of the
+ * new ensemble can claim. Safe only with every job server of the store stopped: tokens are
+ * compared for equality, so an old holder's token no longer matches anything, but a server still
+ * running could claim again. *was gets the epoch before. Needs a write transaction; the caller
+ * commits it with the rest of the reset.
+ */
+int ql_fence_reset(ql_txn_t *txn, uint64_t *was, ql_err_t *err);
+
 #endif
