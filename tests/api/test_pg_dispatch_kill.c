@@ -27,6 +27,7 @@
  *   - most kills landed during the submissions; fsck is clean.
  * The builds run a noop step, so the jobs also run, and are taken over, while the masters die.
  */
+#include "dispatch_rounds.h"
 #include "rest_util.h"
 #include "storage/storage.h"
 #include "tests/common/store_util.h"
@@ -41,6 +42,7 @@
  * test, a round's builds may be of the day after, which is still no other round's. */
 #define OFFSET(r) (3 * (r) + 1)
 #define MAX_OFFSET (OFFSET(ROUNDS) + 2)
+_Static_assert(MAX_OFFSET <= DR_MAX_OFFSET, "the checks count days back up to DR_MAX_OFFSET");
 /* The kill comes a random delay after the round's first build is visible, at most max_delay
  * ms. The writer takes 48 builds per transaction, so the first commit leaves at least 52 of the
  * 100 for two more, which take 30 to 200 ms depending on the machine and its load: the bound
@@ -226,14 +228,6 @@ static int logged_submissions(int i, int64_t day) {
     return n;
 }
 
-/* Whether the server q launched has written its "listening on" line. */
-static bool serving(const qd_t *q) {
-    char *s = read_file(q->log);
-    bool up = s && strlen(s) > q->log_skip && strstr(s + q->log_skip, "qilind listening on ");
-    free(s);
-    return up;
-}
-
 /* Polls until the round's builds number at least n; returns when (monotonic ms). Meanwhile,
  * every 20 ms, waits for `starting` (may be NULL) once it serves (qd_wait_up then returns at
  * once), so that its start costs the round nothing. */
@@ -245,7 +239,7 @@ static int64_t wait_round_jobs(int r, long long n, int timeout_ms, qd_t *startin
             return now_ms();
         cr_assert_lt(now_ms(), deadline, "round %d: %lld of %lld builds after %d ms", r, have, n,
                      timeout_ms);
-        if (starting && i % 20 == 0 && serving(starting)) {
+        if (starting && i % 20 == 0 && dr_serving(starting)) {
             qd_wait_up(starting);
             starting = NULL;
         }
@@ -308,79 +302,6 @@ static int cmp_i64(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Lines of the file holding needle. */
-static int count_lines(const char *path, const char *needle) {
-    char *s = read_file(path);
-    int n = 0;
-    for (const char *p = s; p && (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    free(s);
-    return n;
-}
-
-typedef struct seen {
-    ql_id_t model;
-    int jobs[MAX_OFFSET], segments[MAX_OFFSET];
-    int stray; /* a record of no round's day, not a day long, or not what the dispatcher makes */
-    int64_t today;
-} seen_t;
-
-static int offset_of(const seen_t *s, int64_t start, int64_t end) {
-    if (end - start != DAY || start % DAY || start >= s->today)
-        return -1;
-    int64_t off = (s->today - start) / DAY;
-    return off < MAX_OFFSET ? (int)off : -1;
-}
-
-static int job_cb(const ql_job_t *j, void *arg) {
-    seen_t *s = arg;
-    int off = offset_of(s, j->range_start, j->range_end);
-    if (off < 0 || strcmp(j->type, "INC_BUILD") || strcmp(j->submitter, "System") ||
-        j->state != QL_SUCCEED)
-        s->stray++;
-    else
-        s->jobs[off]++;
-    return 0;
-}
-
-static int segment_cb(const ql_segment_t *g, void *arg) {
-    seen_t *s = arg;
-    int off = offset_of(s, g->start, g->end);
-    if (off < 0 || g->status != QL_SEG_READY)
-        s->stray++;
-    else
-        s->segments[off]++;
-    return 0;
-}
-
-typedef struct {
-    ql_txn_t *t;
-    int64_t today;
-    int n;
-} check_t;
-
-static int check_model(const ql_model_t *m, void *arg) {
-    check_t *c = arg;
-    static seen_t s;
-    memset(&s, 0, sizeof s);
-    s.today = c->today;
-    cr_assert_eq(ql_job_foreach_model(c->t, &m->id, job_cb, &s), 0);
-    cr_assert_eq(ql_segment_foreach(c->t, &m->id, segment_cb, &s), 0);
-    cr_assert_eq(s.stray, 0, "%s: %d records that are no round's build", m->name, s.stray);
-    for (int off = 0; off < MAX_OFFSET; off++) {
-        cr_assert_leq(s.jobs[off], 1, "%s, %d days back: %d jobs", m->name, off, s.jobs[off]);
-        cr_assert_eq(s.jobs[off], s.segments[off], "%s, %d days back: %d jobs, %d segments",
-                     m->name, off, s.jobs[off], s.segments[off]);
-    }
-    for (int r = 0; r < ROUNDS; r++) {
-        int off = (int)((c->today - R[r].day) / DAY);
-        cr_assert_eq(s.jobs[off] + s.jobs[off - 1], 1, "%s: round %d has %d builds", m->name, r,
-                     s.jobs[off] + s.jobs[off - 1]);
-    }
-    c->n++;
-    return 0;
-}
-
 static void check_store(ql_store_t *store) {
     /* Every build ran to its end (noop steps; a few may be held by the last takeover). */
     int64_t deadline = now_ms() + 60000;
@@ -393,13 +314,10 @@ static void check_store(ql_store_t *store) {
     }
     fprintf(stderr, "pg_dispatch_kill: the last builds ended %lld ms after the last round\n",
             (long long)(now_ms() - drain));
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
-    /* Offsets from tomorrow (UTC): every build's day is before it, midnight passed or not. */
-    check_t c = {.t = t, .today = wall_ms() / DAY * DAY + DAY};
-    cr_assert_eq(ql_model_foreach(t, "p", check_model, &c), 0);
-    ql_txn_abort(t);
-    cr_assert_eq(c.n, MODELS);
+    int64_t days[ROUNDS];
+    for (int r = 0; r < ROUNDS; r++)
+        days[r] = R[r].day;
+    dr_check_models(store, days, ROUNDS, MODELS);
     cr_assert_eq(pg_count("SELECT count(*) FROM %s.jobs", schema), (long long)MODELS * ROUNDS);
     ql_test_assert_fsck_clean(store);
 }
@@ -445,7 +363,7 @@ Test(pg_dispatch_kill, sigkill_of_the_master_during_submissions_leaves_one_build
     int during = 0, holdings = 0;
     int64_t takeovers[ROUNDS];
     for (int i = 0; i < N; i++)
-        holdings += count_lines(S[i].log, "node: scheduling: holding the job engine lock");
+        holdings += dr_count_lines(S[i].log, "node: scheduling: holding the job engine lock");
     cr_assert_eq(holdings, ROUNDS + 1, "one holding at the start and one per kill");
     for (int r = 0; r < ROUNDS; r++) {
         takeovers[r] = R[r].takeover_ms;

@@ -1,0 +1,114 @@
+/*
+ * The end-of-test checks of the dispatcher kill tests (test_pg_dispatch_kill.c on PostgreSQL's
+ * lock, test_zk_dispatch_kill.c on ZooKeeper): each round made one new daily cycle due for every
+ * model of project "p" and stopped the master while it submitted them. At the end every model
+ * must have, for every round, exactly one INC_BUILD submitted by System, ended SUCCEED, with its
+ * one READY segment of that round's day, and nothing else. Include after rest_util.h.
+ */
+#ifndef QL_TEST_DISPATCH_ROUNDS_H
+#define QL_TEST_DISPATCH_ROUNDS_H
+
+#include "rest_util.h"
+#include "storage/storage.h"
+
+#define DR_DAY 86400000LL
+#define DR_MAX_OFFSET 160 /* days back from the check's "today" a round may target */
+
+typedef struct dr_seen {
+    int jobs[DR_MAX_OFFSET], segments[DR_MAX_OFFSET];
+    int stray; /* a record of no round's day, not a day long, or not what the dispatcher makes */
+    int64_t today;
+} dr_seen_t;
+
+static int dr_offset_of(const dr_seen_t *s, int64_t start, int64_t end) {
+    if (end - start != DR_DAY || start % DR_DAY || start >= s->today)
+        return -1;
+    int64_t off = (s->today - start) / DR_DAY;
+    return off < DR_MAX_OFFSET ? (int)off : -1;
+}
+
+static int dr_job_cb(const ql_job_t *j, void *arg) {
+    dr_seen_t *s = arg;
+    int off = dr_offset_of(s, j->range_start, j->range_end);
+    if (off < 0 || strcmp(j->type, "INC_BUILD") || strcmp(j->submitter, "System") ||
+        j->state != QL_SUCCEED)
+        s->stray++;
+    else
+        s->jobs[off]++;
+    return 0;
+}
+
+static int dr_segment_cb(const ql_segment_t *g, void *arg) {
+    dr_seen_t *s = arg;
+    int off = dr_offset_of(s, g->start, g->end);
+    if (off < 0 || g->status != QL_SEG_READY)
+        s->stray++;
+    else
+        s->segments[off]++;
+    return 0;
+}
+
+typedef struct dr_check {
+    ql_txn_t *t;
+    int64_t today;
+    const int64_t *days; /* each round's target day (start, epoch ms) */
+    int rounds;
+    int n; /* models checked */
+} dr_check_t;
+
+static int dr_check_model(const ql_model_t *m, void *arg) {
+    dr_check_t *c = arg;
+    static dr_seen_t s;
+    memset(&s, 0, sizeof s);
+    s.today = c->today;
+    cr_assert_eq(ql_job_foreach_model(c->t, &m->id, dr_job_cb, &s), 0);
+    cr_assert_eq(ql_segment_foreach(c->t, &m->id, dr_segment_cb, &s), 0);
+    cr_assert_eq(s.stray, 0, "%s: %d records that are no round's build", m->name, s.stray);
+    for (int off = 0; off < DR_MAX_OFFSET; off++) {
+        cr_assert_leq(s.jobs[off], 1, "%s, %d days back: %d jobs", m->name, off, s.jobs[off]);
+        cr_assert_eq(s.jobs[off], s.segments[off], "%s, %d days back: %d jobs, %d segments",
+                     m->name, off, s.jobs[off], s.segments[off]);
+    }
+    /* A round whose scan ran past midnight builds the next day: one of the two, never both. */
+    for (int r = 0; r < c->rounds; r++) {
+        int off = (int)((c->today - c->days[r]) / DR_DAY);
+        cr_assert(off >= 1 && off < DR_MAX_OFFSET, "round %d's day is %d days back", r, off);
+        cr_assert_eq(s.jobs[off] + s.jobs[off - 1], 1, "%s: round %d has %d builds", m->name, r,
+                     s.jobs[off] + s.jobs[off - 1]);
+    }
+    c->n++;
+    return 0;
+}
+
+/* Checks every model of project "p" in store against the rounds' days; expects `models` of
+ * them. Offsets count from tomorrow (UTC): every build's day is before it, midnight passed or
+ * not. */
+UNUSED static void dr_check_models(ql_store_t *store, const int64_t *days, int rounds, int models) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    dr_check_t c = {
+        .t = t, .today = wall_ms() / DR_DAY * DR_DAY + DR_DAY, .days = days, .rounds = rounds};
+    cr_assert_eq(ql_model_foreach(t, "p", dr_check_model, &c), 0);
+    ql_txn_abort(t);
+    cr_assert_eq(c.n, models);
+}
+
+/* Whether the server q launched has written its "listening on" line. */
+UNUSED static bool dr_serving(const qd_t *q) {
+    char *s = read_file(q->log);
+    bool up = s && strlen(s) > q->log_skip && strstr(s + q->log_skip, "qilind listening on ");
+    free(s);
+    return up;
+}
+
+/* Lines of the file holding needle. */
+UNUSED static int dr_count_lines(const char *path, const char *needle) {
+    char *s = read_file(path);
+    int n = 0;
+    for (const char *p = s; p && (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    free(s);
+    return n;
+}
+
+#endif
