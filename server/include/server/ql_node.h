@@ -146,6 +146,10 @@ uint64_t ql_node_retention_removed(const ql_node_t *n);
 ql_submission_t *ql_node_submission(ql_node_t *n);
 /* Whether this node is the job-scheduler master (holds the job engine lock). */
 bool ql_node_is_master(const ql_node_t *n);
+/* Whether this server runs jobs now: the master, or with scheduler 2 every job server (its
+ * own scheduler, a ZooKeeper lock per job; the master is the election's leader, which adds
+ * the dispatcher). */
+bool ql_node_runs_jobs(const ql_node_t *n);
 /* Who holds the lock when this node does not ("" when it does or it never looked). */
 const char *ql_node_lock_holder(const ql_node_t *n);
 /* The address ("host:port") the API listens on, once it does: recorded with the job engine
