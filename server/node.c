@@ -450,7 +450,7 @@ static void on_store_change(void *arg, const ql_id_t *job) {
     ql_node_t *n = arg;
     if (n->sched)
         ql_sched_notice(n->sched, job);
-    else if (n->dist)
+    else if (n->dist && node_dist_sched(n->dist))
         ql_sched_notice(node_dist_sched(n->dist), job);
 }
 
@@ -779,6 +779,6 @@ void ql_node_set_api_address(ql_node_t *n, const char *address) {
 void ql_node_kick(ql_node_t *n) {
     if (n->sched)
         ql_sched_kick(n->sched);
-    if (n->dist)
+    if (n->dist && node_dist_sched(n->dist))
         ql_sched_kick(node_dist_sched(n->dist));
 }

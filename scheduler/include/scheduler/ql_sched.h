@@ -83,7 +83,7 @@ typedef struct ql_sched_opts {
     /* With job_locks: this server's names that kylin.cube.schedule.assigned-servers may list
      * (a comma list: qilin.server.id, host name, listen and API hosts), and the server's own
      * value of that key (a project's or model's value wins). Copied with the options. */
-    char assigned_names[512];
+    char assigned_names[1024];
     char assigned_default[1024];
     /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */
     void (*on_job_end)(void *arg, const ql_id_t *job, ql_state_t state);
