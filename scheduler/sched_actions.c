@@ -429,9 +429,16 @@ static void takeover_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = t->r;
     ql_sched_t *s = r->s;
     r->refs--;
-    if (status) {
-        ql_sched_log_job(s, status == QL_EFENCED ? QL_LOG_WARN : QL_LOG_ERROR, r,
-                         "job not taken over fence=%llu reason=\"%s\"",
+    if (status == QL_EFENCED) {
+        /* The job's token is larger than a lock made now: it cannot come from this ensemble
+         * (ZooKeeper was reset). The lock is kept, so that no server retries it in a loop. */
+        ql_sched_log_job(s, QL_LOG_ERROR, r,
+                         "job not taken over fence=%llu reason=\"%s\"; its lock is kept so that "
+                         "no server retries it (see qilin cluster reset-coordination)",
+                         (unsigned long long)r->fence, err->msg);
+        r->keep_lock = !s->stopping;
+    } else if (status) {
+        ql_sched_log_job(s, QL_LOG_ERROR, r, "job not taken over fence=%llu reason=\"%s\"",
                          (unsigned long long)r->fence, err->msg);
     } else if (t->recovered) {
         ql_sched_log_job(s, QL_LOG_INFO, r,
