@@ -11,6 +11,8 @@
  *   SUCCEED exactly once, under its lock's claimed token; fsck is clean.
  * - assigned-servers: the builds of a model whose kylin.cube.schedule.assigned-servers names one
  *   server run on that server only, though the other is idle.
+ * - The per-job token: a later lock's claim (made by the test in the store) refuses the end of
+ *   the running step; the job moves no further there, and the server runs its other jobs.
  *
  * Every try of a step appends "start JOB SEQ PID MS" and "end JOB SEQ PID MS" (PID: the qilind
  * that ran it, MS: wall ms) to a trace file and holds an flock on a file of its job's step for
@@ -262,15 +264,19 @@ Test(zk_sched2, a_killed_job_server_s_jobs_are_resumed_by_the_other_from_their_s
     /* The dead server's jobs: their middle step starts again, on s1. */
     wait_starts(1, JOBS + JOBS / N, 30000);
     read_trace(&t);
-    int64_t first = 0;
+    int64_t first = 0, last = 0;
     for (int i = 0; i < t.n; i++)
-        if (!strcmp(t.e[i].what, "start") && t.e[i].seq == 1 && t.e[i].ms >= w0 &&
-            (!first || t.e[i].ms < first))
-            first = t.e[i].ms;
+        if (!strcmp(t.e[i].what, "start") && t.e[i].seq == 1 && t.e[i].ms >= w0) {
+            if (!first || t.e[i].ms < first)
+                first = t.e[i].ms;
+            if (t.e[i].ms > last)
+                last = t.e[i].ms;
+        }
     fprintf(stderr,
-            "zk_sched2: SIGKILL of a job server -> its first job resumed on the other after %lld "
-            "ms (session timeout %d ms, takeover grace %d ms)\n",
-            (long long)(first - w0), T_MS, GRACE_MS);
+            "zk_sched2: SIGKILL of a job server -> its jobs resumed on the other after %lld ms "
+            "(first) to %lld ms (last of %d; session timeout %d ms, takeover grace %d ms, %s)\n",
+            (long long)(first - w0), (long long)(last - w0), JOBS / N, T_MS, GRACE_MS,
+            ql_test_store_backend());
     for (int k = 0; k < JOBS; k++)
         wait_job_state(&S[1], "p", jobs[k], "SUCCEED", 60000);
 
@@ -350,4 +356,57 @@ Test(zk_sched2, a_model_assigned_to_one_server_runs_there_only) {
                      t.e[i].job);
     qd_stop_ok(&S[0], 30000);
     qd_stop_ok(&S[1], 30000);
+}
+
+/* Claims token for job in the store, as a later lock of the job would. */
+static void claim_job(const char *job, uint64_t token) {
+    ql_store_t *store;
+    ql_test_store_open(S[0].data, &store);
+    ql_txn_t *txn;
+    cr_assert_eq(ql_txn_begin(store, true, &txn), 0);
+    ql_id_t id;
+    cr_assert_eq(ql_id_parse(job, &id), 0);
+    ql_err_t err = {0};
+    cr_assert_eq(ql_job_claim(txn, &id, token, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_txn_commit(txn), 0);
+    ql_store_close(store);
+}
+
+/* A run's changes carry its job's token, not the server's: once a later lock of the job has
+ * claimed a larger one, the end of the running step is refused and the job moves no further on
+ * this server, while the server goes on running its other jobs. */
+Test(zk_sched2, a_run_whose_job_token_moved_on_changes_nothing_more) {
+    init_servers();
+    launch(0);
+    qd_wait_up(&S[0]);
+    spid[0] = (long)S[0].pid;
+    wait_log(&S[0], "distributed job server (scheduler 2)", 10000);
+    make_model(&S[0], "p", "m", NULL);
+    snprintf(jobs[0], sizeof jobs[0], "%s", build(&S[0], "p", "m", D0, D0 + DAY));
+    wait_starts(1, 1, 30000);
+    const uint64_t later = (uint64_t)1 << 62;
+    claim_job(jobs[0], later);
+    write_file(path_in(dir, "release"), "");
+    wait_log(&S[0], "step end not recorded step=01 reason=\"fenced\"", 10000);
+    assert_file_contains(S[0].log, "lost the job's lock");
+    /* Its lock, released with the run, is taken again by the takeover, whose claim cannot pass
+     * the larger token either: it keeps the lock instead of trying again and again. */
+    wait_log(&S[0], "job not taken over fence=", 10000);
+    snprintf(jobs[1], sizeof jobs[1], "%s", build(&S[0], "p", "m", D0 + DAY, D0 + 2 * DAY));
+    wait_job_state(&S[0], "p", jobs[1], "SUCCEED", 30000);
+    static trace_t t;
+    read_trace(&t);
+    cr_assert_eq(lines(&t, "end", jobs[0], 1, NULL), 1, "the step itself ran to its end");
+    cr_assert_eq(lines(&t, "start", jobs[0], 2, NULL), 0, "the refused run started its next step");
+    cr_assert_eq(log_lines_of(S, 1, "job not taken over fence=", jobs[0]), 1,
+                 "the takeover is not retried in a loop");
+    ql_store_t *store;
+    ql_test_store_open(S[0].data, &store);
+    ql_state_t st;
+    uint64_t fence;
+    stored_job(store, jobs[0], &st, &fence);
+    cr_assert_eq(st, QL_RUNNING, "the job is the later lock's to move");
+    cr_assert_eq(fence, later);
+    ql_store_close(store);
+    qd_stop_ok(&S[0], 30000);
 }
