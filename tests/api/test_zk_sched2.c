@@ -11,6 +11,8 @@
  *   SUCCEED exactly once, under its lock's claimed token; fsck is clean.
  * - assigned-servers: the builds of a model whose kylin.cube.schedule.assigned-servers names one
  *   server run on that server only, though the other is idle.
+ * - A job PAUSEd through the other server: the running server stops its step and releases its
+ *   lock, so that, once RESUMEd, the server the model is now assigned to runs it on.
  * - The per-job token: a later lock's claim (made by the test in the store) refuses the end of
  *   the running step; the job moves no further there, and the server runs its other jobs.
  *
@@ -413,4 +415,49 @@ Test(zk_sched2, a_run_whose_job_token_moved_on_changes_nothing_more) {
     cr_assert_eq(fence, later);
     ql_store_close(store);
     qd_stop_ok(&S[0], 30000);
+}
+
+static void job_action(const qd_t *q, const char *job, const char *action) {
+    char body[256];
+    snprintf(body, sizeof body, "{\"project\":\"p\",\"job_ids\":[\"%s\"],\"action\":\"%s\"}", job,
+             action);
+    json_decref(api_ok(q, "PUT", "/kylin/api/jobs/status", body));
+}
+
+/* A job PAUSEd through the server that does not run it: the running server stops the step and
+ * releases the job's lock. The model is then assigned to the other server alone and the job
+ * RESUMEd: only that server may run it, which it can only once the lock is released; it runs the
+ * job from the paused step, never beside the stopped try. */
+Test(zk_sched2, a_job_paused_through_another_server_gives_its_lock_up) {
+    init_servers();
+    start_both();
+    make_model(&S[0], "p", "m", NULL);
+    snprintf(jobs[0], sizeof jobs[0], "%s", build(&S[0], "p", "m", D0, D0 + DAY));
+    wait_starts(1, 1, 30000);
+    static trace_t t;
+    read_trace(&t);
+    long pid[8];
+    cr_assert_eq(lines(&t, "start", jobs[0], 1, pid), 1);
+    int runner = pid[0] == spid[1], other = 1 - runner;
+    job_action(&S[other], jobs[0], "PAUSE");
+    wait_job_state(&S[other], "p", jobs[0], "PAUSED", 10000);
+    char me[8];
+    snprintf(me, sizeof me, "s%d", other);
+    set_model_config("p", "m", "kylin.cube.schedule.assigned-servers", me);
+    write_file(path_in(dir, "release"), "");
+    job_action(&S[other], jobs[0], "RESUME");
+    wait_job_state(&S[other], "p", jobs[0], "SUCCEED", 30000);
+    read_trace(&t);
+    cr_assert_eq(lines(&t, "overlap", jobs[0], -1, NULL), 0, "two tries at once");
+    assert_no_overlap(&t, jobs[0]);
+    cr_assert_eq(lines(&t, "start", jobs[0], 0, NULL), 1, "the first step ran again");
+    cr_assert_eq(lines(&t, "start", jobs[0], 1, pid), 2, "the paused try and the resumed one");
+    cr_assert_eq(pid[0], spid[runner]);
+    cr_assert_eq(pid[1], spid[other], "the resumed try ran on the server assigned now");
+    cr_assert_eq(lines(&t, "end", jobs[0], 1, pid), 1, "the paused try was stopped");
+    cr_assert_eq(pid[0], spid[other]);
+    cr_assert_eq(lines(&t, "start", jobs[0], 2, pid), 1);
+    cr_assert_eq(pid[0], spid[other]);
+    qd_stop_ok(&S[0], 30000);
+    qd_stop_ok(&S[1], 30000);
 }
