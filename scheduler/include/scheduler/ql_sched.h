@@ -35,6 +35,10 @@
  * - A full store: a step's end (or a retry's start) that fails because the store cannot take
  *   it (a full map or disk) is kept in memory and written again with backoff until it commits;
  *   no job is picked meanwhile (sched_hold.c). A fencing refusal is never retried.
+ * - Scheduler 2 (opts.job_locks; docs/zookeeper.md): a run holds its job's ZooKeeper lock from
+ *   the pick to the job's leaving RUNNING, and its changes carry that lock's token, checked
+ *   against the job's record; a refusal ends that run only. Jobs whose lock vanished are taken
+ *   over (ql_sched_lock_vanished, ql_sched_adopt_orphans) instead of a startup recovery.
  */
 #ifndef QL_SCHED_H
 #define QL_SCHED_H

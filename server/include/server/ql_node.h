@@ -20,7 +20,9 @@
  *   once it holds it. The master checks every second that it still holds it (the lock, and the
  *   store's fencing epoch against its token), and at once when a write of its was refused by
  *   fencing; when the holding is over it stops the scheduler and the dispatcher and goes back
- *   to standby.
+ *   to standby. Scheduler 2 (docs/zookeeper.md, Scheduler 2) differs: every job server runs its
+ *   own scheduler from start to stop, each job under a ZooKeeper lock of its own
+ *   (server/node_dist.c), and the election's leader adds only the dispatcher and retention.
  * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps;
  *   with `wait`, for qilin.shutdown.grace-ms at most, then they are paused anyway), the writer
  *   drained, handles closed; then the done callback runs. ql_node_abort is the process dying
