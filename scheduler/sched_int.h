@@ -226,6 +226,10 @@ bool ql_sched_assigned_here(const ql_sched_t *s, ql_txn_t *txn, const ql_job_t *
 /* Takes r's job lock (or uses the one held) and then submits the pick (or, for a takeover,
  * the takeover); drops r when the lock is another server's or cannot be asked for. */
 void ql_sched_lock_and_pick(run_t *r);
+/* Whether job's lock node was in the latest listing and is not this server's (scheduler 2): its
+ * pick would only find the node; a hint (the listing may be a moment old), false without
+ * job_locks. */
+bool ql_sched_locked_elsewhere(const ql_sched_t *s, const ql_id_t *job);
 /* Releases r's job lock unless r keeps it (called as r is dropped); nothing without one. */
 void ql_sched_job_unlock(run_t *r);
 /* The takeover's mutation and its answer (sched_actions.c): claims r->fence for the job and

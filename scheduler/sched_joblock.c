@@ -138,6 +138,16 @@ void ql_sched_lock_and_pick(run_t *r) {
     }
 }
 
+bool ql_sched_locked_elsewhere(const ql_sched_t *s, const ql_id_t *job) {
+    if (!s->opts.job_locks)
+        return false;
+    char id[QL_ID_STR_LEN + 1];
+    ql_id_format(job, id);
+    uint64_t token;
+    return ql_zk_job_listed(s->opts.job_locks, id) &&
+           !ql_zk_job_held(s->opts.job_locks, id, &token);
+}
+
 void ql_sched_job_unlock(run_t *r) {
     ql_sched_t *s = r->s;
     if (!s->opts.job_locks || r->keep_lock || (!r->job_locked && !r->lock_wait))
@@ -183,8 +193,10 @@ static void take_over(ql_sched_t *s, const ql_id_t *id) {
 
 void ql_sched_lock_vanished(ql_sched_t *s, const char *job_id) {
     ql_id_t id;
-    if (s->opts.job_locks && ql_id_parse(job_id, &id) == 0)
-        take_over(s, &id);
+    if (!s->opts.job_locks || ql_id_parse(job_id, &id) != 0)
+        return;
+    ql_sched_kick(s); /* a READY job the fetcher left to that lock's holder may be picked now */
+    take_over(s, &id);
 }
 
 typedef struct {

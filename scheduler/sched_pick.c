@@ -424,6 +424,8 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
      * the policy needs no project. */
     cand->has_run = ql_sched_find_run(c->s, id) != NULL;
     cand->in_grace = !cand->has_run && ql_sched_grace_holds(c->s, id);
+    if (!cand->has_run && !cand->in_grace && ql_sched_locked_elsewhere(c->s, id))
+        return 0; /* another server's (scheduler 2): it runs it, or keeps it for a takeover */
     if (!cand->has_run && !cand->in_grace) {
         ql_job_t job;
         if (ql_job_get(c->txn, id, 0, &job))
