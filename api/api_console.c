@@ -88,7 +88,11 @@ static void h_cluster(ql_http_req_t *req, void *arg) {
     }
     bool master = ql_node_is_master(api->node);
     const char *holder = ql_node_lock_holder(api->node);
-    const char *role = !api->writes_allowed ? "query" : master ? "master" : "standby";
+    /* Scheduler 2: a job server that is not the election's leader runs jobs too. */
+    const char *role = !api->writes_allowed           ? "query"
+                       : master                       ? "master"
+                       : ql_node_runs_jobs(api->node) ? "job-server"
+                                                      : "standby";
     ql_dispatcher_stats_t ds = {0};
     ql_dispatcher_t *disp = ql_node_dispatcher(api->node);
     if (disp)

@@ -208,8 +208,9 @@ static const ql_config_option_t options[] = {
      .def = "0",
      .allowed = scheduler_ids,
      .doc = "Scheduler: 0 one scheduling server per store (job engine lock), 2 distributed job "
-            "servers (a ZooKeeper lock per job; not built yet: refused at start), 100 leader "
-            "election over ZooKeeper (needs `kylin.env.zookeeper-connect-string`)."},
+            "servers (every job server runs jobs, each under a ZooKeeper lock of its own; one "
+            "elected server runs the dispatcher), 100 leader election over ZooKeeper (2 and 100 "
+            "need `kylin.env.zookeeper-connect-string`)."},
     {.key = "kylin.job.scheduler.poll-interval-second",
      .type = QL_CONFIG_INT,
      .def = "30",

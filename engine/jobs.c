@@ -373,6 +373,25 @@ out:
     return rc;
 }
 
+int ql_job_recover_one(ql_txn_t *txn, const ql_id_t *id, int64_t now,
+                       bool (*on_step)(const ql_step_t *step, void *arg), void *arg,
+                       bool *recovered, ql_err_t *err) {
+    *recovered = false;
+    ql_job_t job;
+    int rc = ql_job_get(txn, id, QL_DECODE_KEEP_EXTRA, &job);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read a job: %s", ql_strerror(rc));
+    if (job.state == QL_RUNNING || job.state == QL_PENDING) {
+        recover_cb_t cb = {on_step, arg};
+        rc = for_steps(txn, &job, step_running_to_ready, &cb, now, err);
+        if (!rc)
+            rc = ql_job_set_state(txn, &job, QL_READY, false, now, err);
+        *recovered = rc == 0;
+    }
+    ql_job_free(&job);
+    return rc;
+}
+
 typedef struct {
     ql_id_t *ids;
     size_t n, cap;
@@ -398,17 +417,9 @@ int ql_jobs_recover(ql_txn_t *txn, int64_t now, bool (*on_step)(const ql_step_t 
         free(l.ids);
         return ql_err_set(err, rc, "cannot list interrupted jobs: %s", ql_strerror(rc));
     }
-    recover_cb_t cb = {on_step, arg};
     for (size_t i = 0; i < l.n && !rc; i++) {
-        ql_job_t job;
-        if ((rc = ql_job_get(txn, &l.ids[i], QL_DECODE_KEEP_EXTRA, &job))) {
-            rc = ql_err_set(err, rc, "cannot read a job: %s", ql_strerror(rc));
-            break;
-        }
-        rc = for_steps(txn, &job, step_running_to_ready, &cb, now, err);
-        if (!rc)
-            rc = ql_job_set_state(txn, &job, QL_READY, false, now, err);
-        ql_job_free(&job);
+        bool done;
+        rc = ql_job_recover_one(txn, &l.ids[i], now, on_step, arg, &done, err);
     }
     *n = l.n;
     free(l.ids);

@@ -372,3 +372,7 @@ int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err
     *out = &l->base;
     return 0;
 }
+
+ql_zk_t *ql_lock_zk_session(ql_lock_t *lock) {
+    return lock && lock->ops == &zk_ops ? ((zk_lock_t *)lock)->zk : NULL;
+}

@@ -54,6 +54,7 @@ run_t *ql_sched_run_new(ql_sched_t *s, const ql_id_t *id, const char *project) {
         return NULL;
     r->s = s;
     r->job = *id;
+    r->fence = s->opts.fence;
     snprintf(r->project, sizeof r->project, "%s", project);
     ql_stepdef_init(&r->def);
     size_t b = bucket_of(s, id);
@@ -113,6 +114,7 @@ void ql_sched_run_drop(run_t *r) {
         return;
     r->phase = RUN_DONE;
     run_unlink(r);
+    ql_sched_job_unlock(r);
     if (r->timer_init) {
         r->timer_init = false;
         r->refs++;
@@ -169,11 +171,27 @@ int ql_sched_check_fence(ql_txn_t *txn, const ql_sched_t *s, ql_err_t *err) {
     return ql_fence_check(txn, s->opts.fence, err);
 }
 
+/* A run under its job's own lock (scheduler 2) checks the job's token instead; a job that is
+ * gone passes, for the caller's own read to notice. */
+int ql_sched_check_run_fence(ql_txn_t *txn, const run_t *r, ql_err_t *err) {
+    if (!r->job_locked)
+        return ql_fence_check(txn, r->fence, err);
+    int rc = ql_job_fence_check(txn, &r->job, r->fence, err);
+    return rc == QL_ENOTFOUND ? 0 : rc;
+}
+
 /* Whether status is a change refused by fencing. The first one stops fetching and tells the
- * owner; the refused change is dropped (the new holder recovers the job from the store). */
-bool ql_sched_fenced_out(ql_sched_t *s, int status, const ql_err_t *err) {
+ * owner; the refused change is dropped (the new holder recovers the job from the store). A run
+ * under its job's own lock lost that job alone: the scheduler goes on. */
+bool ql_sched_fenced_out(run_t *r, int status, const ql_err_t *err) {
+    ql_sched_t *s = r->s;
     if (status != QL_EFENCED)
         return false;
+    if (r->job_locked) {
+        ql_sched_log_job(s, QL_LOG_WARN, r, "lost the job's lock fence=%llu reason=\"%s\"",
+                         (unsigned long long)r->fence, err && err->msg[0] ? err->msg : "fenced");
+        return true;
+    }
     if (!s->fenced) {
         s->fenced = true;
         ql_log(s->opts.log, QL_LOG_ERROR, "scheduler",
@@ -329,7 +347,7 @@ static int interrupt_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
     r->interrupted = false;
     ql_job_t job;
-    int rc = ql_sched_check_fence(txn, r->s, err);
+    int rc = ql_sched_check_run_fence(txn, r, err);
     if (rc)
         return rc;
     rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
@@ -361,7 +379,7 @@ static void interrupt_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     r->refs--;
-    if (ql_sched_fenced_out(s, status, err))
+    if (ql_sched_fenced_out(r, status, err))
         ql_sched_log_job(
             s, QL_LOG_INFO, r,
             "step stopped step=%02u reason=\"the job engine lock is lost: its new holder "
@@ -529,6 +547,12 @@ void ql_sched_free(ql_sched_t *s) {
         /* A run waiting on its step or retry timer (what a restart of the simulator leaves):
          * its timer must not fire into freed memory, so it goes now. A run whose mutation is
          * still queued (refs > 0) is left to the writer's answer, as before. */
+        if (r->lock_wait) {
+            /* Its job's lock is abandoned: that answer never comes (ql_zk_job_unlock). */
+            ql_sched_job_unlock(r);
+            r->lock_wait = false;
+            r->refs--;
+        }
         if (r->refs > 0)
             continue;
         run_unlink(r);

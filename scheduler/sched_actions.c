@@ -298,25 +298,38 @@ static bool recover_step(const ql_step_t *st, void *arg) {
     return false;
 }
 
-static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
-    recover_t *r = arg;
-    /* This may run again (see ql_writer.h): start from nothing. */
+/* A recovery's mutation may run again (see ql_writer.h): it starts from nothing. */
+static int recover_begin(recover_t *r, ql_err_t *err) {
     r->n = 0;
     r->groups = r->groups_left = r->left_elsewhere = 0;
     r->n_foreign = 0;
     r->rc = 0;
     ql_proc_tokens_free(r->tokens);
     r->tokens = NULL;
-    int rc = ql_sched_check_fence(txn, r->s, err);
+    int rc = ql_proc_tokens_new(&r->tokens);
     if (rc)
-        return rc;
-    if ((rc = ql_proc_tokens_new(&r->tokens)))
         return ql_err_set(err, rc, "out of memory");
     if ((rc = ql_proc_boot_id(r->boot_id)))
         return ql_err_set(err, rc, "cannot read the boot id: %s", ql_strerror(rc));
+    return 0;
+}
+
+static int recover_sweep(recover_t *r, ql_err_t *err);
+
+static int recover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    recover_t *r = arg;
+    int rc = ql_sched_check_fence(txn, r->s, err);
+    if (rc || (rc = recover_begin(r, err)))
+        return rc;
     rc = ql_jobs_recover(txn, ql_clock_now_ms(r->s->opts.clock), recover_step, r, &r->n, err);
     if (rc)
         return rc;
+    return recover_sweep(r, err);
+}
+
+/* Kills what the collected markers still name, before the commit (see above). */
+static int recover_sweep(recover_t *r, ql_err_t *err) {
+    int rc;
     if (r->rc)
         return ql_err_set(err, r->rc, "cannot collect the markers of interrupted steps: %s",
                           ql_strerror(r->rc));
@@ -375,4 +388,84 @@ int ql_sched_recover(ql_sched_t *s, uint64_t *recovered, ql_err_t *err) {
     }
     free(r.foreign);
     return rc;
+}
+
+/* ---- takeover of one job (scheduler 2) ---- */
+
+/*
+ * A job whose lock vanished while the store has it RUNNING or PENDING: its server died or lost
+ * its session. The server that won the job's lock (r->fence, its token) claims the token and
+ * puts the job back to READY in one transaction, as recovery does for every job at start: the
+ * tries of this host are killed first, another server's are left to it and its job waits the
+ * takeover grace. The run then ends keeping the lock, so that this server's fetcher picks the
+ * job (no other server can: the lock is held) once the grace is over.
+ */
+typedef struct {
+    recover_t rec;
+    run_t *r;
+    bool recovered;
+} takeover_t;
+
+static int takeover_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+    takeover_t *t = arg;
+    run_t *r = t->r;
+    t->recovered = false;
+    ql_job_t job;
+    int rc = ql_job_get(txn, &r->job, 0, &job);
+    if (rc)
+        return rc == QL_ENOTFOUND ? 0 : rc;
+    ql_state_t state = job.state;
+    ql_job_free(&job);
+    if (state != QL_RUNNING && state != QL_PENDING)
+        return 0; /* moved on meanwhile (an action, or its server ended it before it died) */
+    if ((rc = ql_job_claim(txn, &r->job, r->fence, err)) || (rc = recover_begin(&t->rec, err)))
+        return rc;
+    rc = ql_job_recover_one(txn, &r->job, r->now, recover_step, &t->rec, &t->recovered, err);
+    return rc ? rc : recover_sweep(&t->rec, err);
+}
+
+static void takeover_done(void *arg, int status, const ql_err_t *err) {
+    takeover_t *t = arg;
+    run_t *r = t->r;
+    ql_sched_t *s = r->s;
+    r->refs--;
+    if (status == QL_EFENCED) {
+        /* The job's token is larger than a lock made now: it cannot come from this ensemble
+         * (ZooKeeper was reset). The lock is kept, so that no server retries it in a loop. */
+        ql_sched_log_job(s, QL_LOG_ERROR, r,
+                         "job not taken over fence=%llu reason=\"%s\"; its lock is kept so that "
+                         "no server retries it (see qilin cluster reset-coordination)",
+                         (unsigned long long)r->fence, err->msg);
+        r->keep_lock = !s->stopping;
+    } else if (status) {
+        ql_sched_log_job(s, QL_LOG_ERROR, r, "job not taken over fence=%llu reason=\"%s\"",
+                         (unsigned long long)r->fence, err->msg);
+    } else if (t->recovered) {
+        ql_sched_log_job(s, QL_LOG_INFO, r,
+                         "job RUNNING -> READY fence=%llu reason=\"its lock vanished: taken "
+                         "over by this server\"",
+                         (unsigned long long)r->fence);
+        hold_foreign(s, &t->rec);
+        r->keep_lock = !s->stopping; /* this server's fetcher picks it, under this lock */
+    }
+    ql_proc_tokens_free(t->rec.tokens);
+    free(t->rec.foreign);
+    free(t);
+    ql_sched_run_drop(r);
+    ql_sched_kick(s);
+}
+
+void ql_sched_takeover_submit(run_t *r) {
+    takeover_t *t = calloc(1, sizeof *t);
+    r->now = ql_clock_now_ms(r->s->opts.clock);
+    r->refs++;
+    if (t) {
+        t->rec.s = r->s;
+        t->r = r;
+    }
+    if (!t || ql_sched_submit(r->s, takeover_fn, t, takeover_done)) {
+        r->refs--;
+        free(t);
+        ql_sched_run_drop(r);
+    }
 }

@@ -66,6 +66,15 @@ struct run {
      * mutation in flight, and the run no longer counts against the concurrency limits */
     bool ending;
     ql_job_t jobinfo; /* the job as picked, for step parameters */
+    /* the fencing token its changes carry: the job engine lock's epoch (opts.fence), or with
+     * job_locked the token of the job's own ZooKeeper lock (scheduler 2, sched_joblock.c),
+     * claimed by the pick and checked against the job's record by every later change */
+    uint64_t fence;
+    bool job_locked;
+    bool lock_wait; /* the job's lock was asked for: its answer holds one reference */
+    bool takeover;  /* a takeover of a job whose lock vanished (sched_joblock.c), not a pick */
+    bool keep_lock; /* dropped without releasing the job's lock: the job waits READY for this
+                       server's fetcher */
     /* the step being executed */
     ql_stepdef_t def;
     ql_state_t outcome;
@@ -153,8 +162,11 @@ void ql_sched_log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const c
     __attribute__((format(printf, 4, 5)));
 /* The fencing check every change made on the strength of the job engine lock starts with. */
 int ql_sched_check_fence(ql_txn_t *txn, const ql_sched_t *s, ql_err_t *err);
-/* Whether status is a change refused by fencing (the first one stops fetching). */
-bool ql_sched_fenced_out(ql_sched_t *s, int status, const ql_err_t *err);
+/* The same for a change of run r: its job's token when r->job_locked, else r->fence. */
+int ql_sched_check_run_fence(ql_txn_t *txn, const run_t *r, ql_err_t *err);
+/* Whether status is a change of r refused by fencing (the first one of the job engine lock
+ * stops fetching; one of a job's lock loses that job only). */
+bool ql_sched_fenced_out(run_t *r, int status, const ql_err_t *err);
 /* Queues the mutations e[0..n) as one (each done runs once, in order); on failure none is. */
 int ql_sched_submit_batch(ql_sched_t *s, const batch_ent_t *e, size_t n);
 /* ql_sched_submit_batch; when that fails, drops the runs. */
@@ -165,6 +177,10 @@ void ql_sched_interrupt_run(run_t *r);
 void ql_sched_park_run(run_t *r);
 
 /* sched_pick.c: the pick and the fetcher. */
+/* The pick's mutation (r READY -> PENDING -> RUNNING with its first unfinished step) and its
+ * answer (starts the step). */
+int ql_sched_pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err);
+void ql_sched_pick_done(void *arg, int status, const ql_err_t *err);
 /* Copies step st's def into r and marks the step RUNNING (one more attempt, a new marker). */
 int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err);
 /* ql_sched_begin_step_rec for step seq of job, read here. */
@@ -201,6 +217,24 @@ int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb d
 void ql_sched_step_completed(run_t *r);
 void ql_sched_cancel_run(run_t *r, ql_proc_stop_reason_t reason);
 void ql_sched_check_stopped(ql_sched_t *s);
+
+/* sched_joblock.c: scheduler 2's per-job locks (docs/zookeeper.md, Scheduler 2). */
+/* Whether the job may run on this server by kylin.cube.schedule.assigned-servers (the model's,
+ * else the project's proj (may be NULL), else the server's). */
+bool ql_sched_assigned_here(const ql_sched_t *s, ql_txn_t *txn, const ql_job_t *job,
+                            const ql_project_t *proj);
+/* Takes r's job lock (or uses the one held) and then submits the pick (or, for a takeover,
+ * the takeover); drops r when the lock is another server's or cannot be asked for. */
+void ql_sched_lock_and_pick(run_t *r);
+/* Whether job's lock node was in the latest listing and is not this server's (scheduler 2): its
+ * pick would only find the node; a hint (the listing may be a moment old), false without
+ * job_locks. */
+bool ql_sched_locked_elsewhere(const ql_sched_t *s, const ql_id_t *job);
+/* Releases r's job lock unless r keeps it (called as r is dropped); nothing without one. */
+void ql_sched_job_unlock(run_t *r);
+/* The takeover's mutation and its answer (sched_actions.c): claims r->fence for the job and
+ * puts the job back to READY like recovery does for one job. */
+void ql_sched_takeover_submit(run_t *r);
 
 /* sched_grace.c: the takeover grace (qilin.cluster.takeover-grace-ms). */
 /* Holds job (its step seq ran on server, another host's) until `until` on s's clock: the

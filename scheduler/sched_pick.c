@@ -154,12 +154,19 @@ int ql_sched_next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, 
     return 0;
 }
 
-static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
+int ql_sched_pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     int64_t now = r->now;
     ql_job_t job;
-    int rc = ql_sched_check_fence(txn, s, err);
+    /* Under a job's own lock (scheduler 2) the pick claims its token first, in this
+     * transaction: a stale lock of the job cannot move it. */
+    int rc = r->job_locked ? ql_job_claim(txn, &r->job, r->fence, err)
+                           : ql_sched_check_run_fence(txn, r, err);
+    if (rc == QL_ENOTFOUND) {
+        r->result = RESULT_STALE;
+        return 0;
+    }
     if (rc)
         return rc;
     rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
@@ -173,7 +180,7 @@ static int pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         r->result = RESULT_STALE;
         goto out;
     }
-    job.fence = s->opts.fence;
+    job.fence = r->fence;
     bool exists;
     if ((rc = ql_meta_job_target_exists(txn, &job, &exists)))
         goto out;
@@ -239,11 +246,11 @@ void ql_sched_job_ended(run_t *r, ql_state_t state) {
         s->opts.on_job_end(s->opts.hook_arg, &r->job, state);
 }
 
-static void pick_done(void *arg, int status, const ql_err_t *err) {
+void ql_sched_pick_done(void *arg, int status, const ql_err_t *err) {
     run_t *r = arg;
     ql_sched_t *s = r->s;
     r->refs--;
-    if (ql_sched_fenced_out(s, status, err)) {
+    if (ql_sched_fenced_out(r, status, err)) {
         ql_sched_run_drop(r); /* not started: the job stays READY for the lock's new holder */
         return;
     }
@@ -395,9 +402,14 @@ static int plan_chunk(fetch_ctx_t *c) {
             continue; /* out of memory: the job stays READY for a later pass */
         r->phase = RUN_PICKING;
         r->now = ql_clock_now_ms(s->opts.clock);
-        r->refs++;
-        c->batch[c->n_batch++] = (batch_ent_t){r, pick_fn, pick_done};
         c->proj[cand->project].running++;
+        if (s->opts.job_locks) {
+            /* Its job's lock first (scheduler 2): the pick is submitted on its answer. */
+            ql_sched_lock_and_pick(r);
+            continue;
+        }
+        r->refs++;
+        c->batch[c->n_batch++] = (batch_ent_t){r, ql_sched_pick_fn, ql_sched_pick_done};
     }
     c->n_cands = c->n_open = 0;
     lim = pick_limits(s);
@@ -412,12 +424,20 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
      * the policy needs no project. */
     cand->has_run = ql_sched_find_run(c->s, id) != NULL;
     cand->in_grace = !cand->has_run && ql_sched_grace_holds(c->s, id);
+    if (!cand->has_run && !cand->in_grace && ql_sched_locked_elsewhere(c->s, id))
+        return 0; /* another server's (scheduler 2): it runs it, or keeps it for a takeover */
     if (!cand->has_run && !cand->in_grace) {
         ql_job_t job;
         if (ql_job_get(c->txn, id, 0, &job))
             return 0; /* not a candidate: a later pass sees it again */
         cand->project = project_slot(c, job.project);
+        const proj_slot_t *sl = cand->project < c->n_proj ? &c->slots[cand->project] : NULL;
+        bool here =
+            !c->s->opts.job_locks ||
+            ql_sched_assigned_here(c->s, c->txn, &job, sl && sl->have_rec ? &sl->rec : NULL);
         ql_job_free(&job);
+        if (!here)
+            return 0; /* assigned to other servers: not a candidate here */
         c->n_open++;
     }
     c->n_cands++;

@@ -173,14 +173,16 @@ typedef struct {
     uint32_t seq, attempt;
     ql_proc_ident_t ident;
     uint64_t fence;
+    bool job_locked;
 } pgid_note_t;
 
 static int pgid_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     pgid_note_t *n = arg;
     ql_step_t st;
-    int rc = ql_fence_check(txn, n->fence, err);
+    int rc = n->job_locked ? ql_job_fence_check(txn, &n->job, n->fence, err)
+                           : ql_fence_check(txn, n->fence, err);
     if (rc)
-        return rc;
+        return rc == QL_ENOTFOUND ? 0 : rc;
     rc = ql_step_get(txn, &n->job, n->seq, &st);
     if (rc)
         return rc == QL_ENOTFOUND ? 0 : rc;
@@ -264,13 +266,15 @@ int ql_shell_step_skipped(const ql_shell_env_t *env, const ql_job_t *job, const 
  * recovery swept the step's marker (docs/step-processes.md). One read
  * transaction per spawn.
  */
-static bool fenced_before_spawn(const ql_sched_opts_t *o, ql_err_t *err) {
-    if (!o->fence || !o->store)
+static bool fenced_before_spawn(const ql_shell_try_t *t, ql_err_t *err) {
+    const ql_sched_opts_t *o = t->env->opts;
+    if (!t->fence || !o->store)
         return false;
     ql_txn_t *txn;
     if (ql_txn_begin(o->store, false, &txn))
         return false; /* the finish write's own fence check decides */
-    int rc = ql_fence_check(txn, o->fence, err);
+    int rc = t->job_locked ? ql_job_fence_check(txn, &t->job->id, t->fence, err)
+                           : ql_fence_check(txn, t->fence, err);
     ql_txn_abort(txn);
     return rc == QL_EFENCED;
 }
@@ -299,7 +303,7 @@ void ql_shell_spawn(ql_shell_try_t *t) {
     ql_step_exec_t ex;
     ql_err_t err = {0};
     t->proc = NULL;
-    if (fenced_before_spawn(o, &err)) {
+    if (fenced_before_spawn(t, &err)) {
         /* Not started; the step's end is refused by fencing too, which stops this scheduler. */
         fail_try(t, err.msg);
         return;
@@ -317,7 +321,7 @@ void ql_shell_spawn(ql_shell_try_t *t) {
     ql_proc_env_t *env = calloc(ex.n_env + 2, sizeof *env);
     char **keys = calloc(ex.n_env + 2, sizeof *keys);
     char fence[24];
-    snprintf(fence, sizeof fence, "%llu", (unsigned long long)o->fence);
+    snprintf(fence, sizeof fence, "%llu", (unsigned long long)t->fence);
     char log_path[4096];
     snprintf(log_path, sizeof log_path, "%s/%s/%s.log", o->log_dir ? o->log_dir : "logs",
              sp.p.v[P_JOB_ID], sp.p.v[P_STEP_ID]);
@@ -369,7 +373,8 @@ void ql_shell_spawn(ql_shell_try_t *t) {
     pgid_note_t *n = malloc(sizeof *n);
     if (n) {
         n->job = t->job->id;
-        n->fence = o->fence;
+        n->fence = t->fence;
+        n->job_locked = t->job_locked;
         n->seq = t->seq;
         n->attempt = t->attempt;
         /* The helper is our child and not reaped before the loop runs again, so its /proc

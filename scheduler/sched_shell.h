@@ -46,6 +46,11 @@ struct ql_shell_try {
     const ql_stepdef_t *def; /* the step's decoded definition */
     uint32_t seq, attempt;
     const char *token; /* the try's marker, committed with its RUNNING ("" for none) */
+    /* the fencing token its writes carry and QILIN_FENCE_TOKEN shows: the job engine lock's
+     * epoch, or with job_locked the token of the job's own lock (scheduler 2), checked against
+     * the job's record instead (ql_job_fence_check) */
+    uint64_t fence;
+    bool job_locked;
     void (*done)(ql_shell_try_t *t);
     void *arg; /* the caller's */
     /* set by ql_shell_stop: sweep the marker when the process ends, whatever ended it */

@@ -52,6 +52,8 @@ static void start_shell(run_t *r) {
                           .seq = r->seq,
                           .attempt = r->attempt,
                           .token = r->token,
+                          .fence = r->fence,
+                          .job_locked = r->job_locked,
                           .done = shell_done,
                           .arg = r};
     r->refs++; /* released by shell_done, when the try has ended */
@@ -129,7 +131,7 @@ int ql_sched_finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     r->seq = r->end_seq;
     r->attempt = r->end_attempt;
     r->result = RESULT_STALE;
-    int rc = ql_sched_check_fence(txn, s, err);
+    int rc = ql_sched_check_run_fence(txn, r, err);
     if (rc)
         return rc;
     rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
@@ -145,8 +147,8 @@ int ql_sched_finish_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     }
     if (st.state != QL_RUNNING || st.attempts != r->attempt)
         goto out; /* an action or another try owns the step now */
-    bool fence_changed = job.fence != s->opts.fence;
-    job.fence = s->opts.fence;
+    bool fence_changed = job.fence != r->fence;
+    job.fence = r->fence;
     if (r->output && (rc = ql_output_put(txn, &job.id, r->seq, r->output, r->output_len)))
         goto out;
     free(st.failed_msg);
@@ -199,7 +201,7 @@ static int retry_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     r->seq = r->end_seq;
     r->attempt = r->end_attempt;
     r->result = RESULT_STALE;
-    int rc = ql_sched_check_fence(txn, r->s, err);
+    int rc = ql_sched_check_run_fence(txn, r, err);
     if (rc)
         return rc;
     rc = ql_job_get(txn, &r->job, 0, &job);
@@ -259,7 +261,7 @@ static void step_written(void *arg, int status, const ql_err_t *err) {
         return;
     free(r->output);
     r->output = NULL;
-    if (ql_sched_fenced_out(s, status, err)) {
+    if (ql_sched_fenced_out(r, status, err)) {
         /* Not recorded: the lock's new holder recovered the job and runs this step again. */
         ql_sched_log_job(s, QL_LOG_WARN, r, "step end not recorded step=%02u reason=\"fenced\"",
                          r->seq);

@@ -2,6 +2,7 @@
 #include "node_int.h"
 
 #include "node_changes.h"
+#include "node_dist.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -25,6 +26,10 @@ struct ql_node {
     bool own_store, own_clock, own_lock;
     ql_templates_t *own_templates;
     ql_sched_t *sched;
+    /* scheduler 2 (node_dist.h): the job scheduler every job server runs; the election's
+     * winner only adds the dispatcher and retention (leading), and sched stays NULL */
+    node_dist_t *dist;
+    bool leading;
     ql_dispatcher_t *dispatcher;
     ql_retention_t *retention;   /* the master's deletion of old final jobs; NULL: off */
     uint64_t retention_removed;  /* jobs deleted by the retention tasks this node freed */
@@ -180,11 +185,13 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .hook_arg = n,
     };
     ql_node_engine_opts(n->cfg, &so, NULL);
-    int rc = ql_sched_new(&so, &n->sched);
-    if (rc)
-        return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
+    int rc = 0;
     uint64_t recovered = 0;
-    if ((rc = ql_sched_recover(n->sched, &recovered, err)))
+    /* Scheduler 2: jobs are run and recovered by every server's own scheduler (node_dist.c),
+     * each under its lock; the leader adds only the master's periodic tasks. */
+    if (!n->dist && (rc = ql_sched_new(&so, &n->sched)))
+        return ql_err_set(err, rc, "cannot create the scheduler: %s", ql_strerror(rc));
+    if (n->sched && (rc = ql_sched_recover(n->sched, &recovered, err)))
         return rc;
     ql_dispatcher_opts_t dopts = {
         .store = n->store,
@@ -205,7 +212,9 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
     ql_node_engine_opts(n->cfg, NULL, &dopts);
     if ((rc = ql_dispatcher_new(&dopts, &n->dispatcher)))
         return ql_err_set(err, rc, "cannot create the dispatcher: %s", ql_strerror(rc));
-    ql_sched_start(n->sched);
+    if (n->sched)
+        ql_sched_start(n->sched);
+    n->leading = n->dist != NULL;
     if (!n->opts.driver_scans)
         ql_dispatcher_start(n->dispatcher);
     if ((rc = start_retention(n, err)))
@@ -235,6 +244,7 @@ static int try_lock(ql_node_t *n, ql_err_t *err) {
             stop_master_tasks(n);
             ql_sched_free(n->sched);
             n->sched = NULL;
+            n->leading = false;
             ql_lock_release(n->lock);
         }
         return rc;
@@ -288,6 +298,10 @@ static void demote(ql_node_t *n, const char *why) {
            "this server goes back to standby",
            (unsigned long long)n->lock->fence, why);
     stop_master_tasks(n);
+    if (!n->sched) { /* scheduler 2's leader: its jobs' scheduler goes on */
+        sched_demoted(n);
+        return;
+    }
     ql_sched_stop(n->sched, true, 0, sched_demoted, n);
 }
 
@@ -297,6 +311,7 @@ static void sched_demoted(void *arg) {
     n->sched = NULL;
     ql_timer_stop(&n->lease_timer);
     ql_lock_release(n->lock);
+    n->leading = false;
     n->demoting = false;
     n->paused = false;
     n->fenced = false;
@@ -315,6 +330,8 @@ static void follow_suspension(ql_node_t *n) {
     if (n->lock->suspended == n->paused)
         return;
     n->paused = n->lock->suspended;
+    if (!n->sched) /* scheduler 2: its jobs' scheduler follows the session (node_dist.c) */
+        return;
     if (n->paused) {
         ql_sched_pause_fetching(n->sched);
         ql_log(n->opts.log, QL_LOG_WARN, "node",
@@ -350,7 +367,7 @@ static void lock_timer_cb(ql_timer_t *t, void *arg) {
         }
         n->space_checked_ms = mono ? mono : 1;
     }
-    if (n->sched) {
+    if (n->sched || n->leading) {
         char buf[160];
         const char *why = holding_lost(n, buf, sizeof buf);
         if (why) {
@@ -433,6 +450,8 @@ static void on_store_change(void *arg, const ql_id_t *job) {
     ql_node_t *n = arg;
     if (n->sched)
         ql_sched_notice(n->sched, job);
+    else if (n->dist && node_dist_sched(n->dist))
+        ql_sched_notice(node_dist_sched(n->dist), job);
 }
 
 static void changes_closed(void *arg) {
@@ -544,6 +563,27 @@ static int start_writer(ql_node_t *n, ql_err_t *err) {
     return 0;
 }
 
+/* Scheduler 2: this server's own job scheduler, whoever leads (node_dist.h). */
+static int start_dist(ql_node_t *n, ql_err_t *err) {
+    if (ql_config_get_int(n->cfg, "kylin.job.scheduler.default") != 2)
+        return 0;
+    node_dist_opts_t o = {
+        .cfg = n->cfg,
+        .lock = n->lock,
+        .sched =
+            {
+                .store = n->store,
+                .writer = n->writer,
+                .clock = n->clock,
+                .log = n->opts.log,
+                .templates = n->templates,
+                .exec_helper = n->exec_helper,
+                .log_dir = n->log_dir,
+            },
+    };
+    return node_dist_start(&o, &n->dist, err);
+}
+
 int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
     *out = NULL;
     ql_node_t *n = calloc(1, sizeof *n);
@@ -606,7 +646,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
             goto fail;
         n->own_lock = true;
     }
-    if ((rc = guard_coordination(n, err)) || (rc = watch_changes(n, err)))
+    if ((rc = guard_coordination(n, err)) || (rc = watch_changes(n, err)) ||
+        (rc = start_dist(n, err)))
         goto fail;
     ql_timer_init(n->clock, &n->lease_timer);
     n->lease_timer_init = true;
@@ -626,6 +667,8 @@ fail:
         ql_sched_free(n->sched);
         n->sched = NULL;
     }
+    node_dist_free(n->dist);
+    n->dist = NULL;
     stop_master_tasks(n);
     close_handles(n);
     return rc;
@@ -651,12 +694,19 @@ void ql_node_stop(ql_node_t *n, void (*done)(void *arg), void *arg) {
     if (n->demoting)
         return; /* the scheduler is already stopping: sched_demoted closes the rest */
     stop_master_tasks(n);
+    /* `wait`: running steps may finish, for qilin.shutdown.grace-ms at most; then they are
+     * paused like with `pause` (back to READY, resumed from that step after a restart). */
+    const char *how = ql_config_get_str(n->cfg, "qilin.shutdown.running-steps");
+    bool pause = strcmp(how, "wait") != 0;
+    int64_t grace = ql_config_get_ms(n->cfg, "qilin.shutdown.grace-ms");
+    if (n->dist) {
+        node_dist_t *d = n->dist;
+        n->dist = NULL;
+        node_dist_stop(d, pause, grace, sched_stopped, n);
+        return;
+    }
     if (n->sched) {
-        /* `wait`: running steps may finish, for qilin.shutdown.grace-ms at most; then they are
-         * paused like with `pause` (back to READY, resumed from that step after a restart). */
-        const char *how = ql_config_get_str(n->cfg, "qilin.shutdown.running-steps");
-        ql_sched_stop(n->sched, strcmp(how, "wait") != 0,
-                      ql_config_get_ms(n->cfg, "qilin.shutdown.grace-ms"), sched_stopped, n);
+        ql_sched_stop(n->sched, pause, grace, sched_stopped, n);
         return;
     }
     close_handles(n);
@@ -671,6 +721,9 @@ void ql_node_abort(ql_node_t *n, void (*done)(void *arg), void *arg) {
     stop_master_tasks(n);
     ql_sched_free(n->sched);
     n->sched = NULL;
+    node_dist_free(n->dist);
+    n->dist = NULL;
+    n->leading = false;
     close_handles(n); /* free_node releases the lock */
 }
 
@@ -693,7 +746,7 @@ ql_log_t *ql_node_log(ql_node_t *n) {
     return n->opts.log;
 }
 ql_sched_t *ql_node_sched(ql_node_t *n) {
-    return n->sched;
+    return n->dist ? node_dist_sched(n->dist) : n->sched;
 }
 ql_dispatcher_t *ql_node_dispatcher(ql_node_t *n) {
     return n->dispatcher;
@@ -711,7 +764,10 @@ ql_submission_t *ql_node_submission(ql_node_t *n) {
     return n->submission;
 }
 bool ql_node_is_master(const ql_node_t *n) {
-    return n->sched != NULL && !n->stopping && !n->demoting;
+    return (n->sched != NULL || n->leading) && !n->stopping && !n->demoting;
+}
+bool ql_node_runs_jobs(const ql_node_t *n) {
+    return (n->dist != NULL || ql_node_is_master(n)) && !n->stopping;
 }
 const char *ql_node_lock_holder(const ql_node_t *n) {
     return n->holder;
@@ -723,4 +779,6 @@ void ql_node_set_api_address(ql_node_t *n, const char *address) {
 void ql_node_kick(ql_node_t *n) {
     if (n->sched)
         ql_sched_kick(n->sched);
+    if (n->dist && node_dist_sched(n->dist))
+        ql_sched_kick(node_dist_sched(n->dist));
 }

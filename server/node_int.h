@@ -17,8 +17,8 @@ int node_lock_new(const ql_config_t *cfg, ql_store_t *store, ql_writer_t *writer
                   ql_log_t *log, ql_lock_t **out, ql_err_t *err);
 
 /* Refuses the scheduler settings a job server cannot run, with QL_EINVAL and a message naming
- * the key: scheduler 2 (not built), scheduler 100 without a ZooKeeper connect string, a
- * suspend-kill not shorter than the session timeout. */
+ * the key: scheduler 100 or 2 without a ZooKeeper connect string, a suspend-kill not shorter
+ * than the session timeout. */
 int node_check_scheduler(const ql_config_t *cfg, ql_err_t *err);
 
 #endif

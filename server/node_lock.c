@@ -8,11 +8,11 @@
 int node_check_scheduler(const ql_config_t *cfg, ql_err_t *err) {
     int64_t scheduler = ql_config_get_int(cfg, "kylin.job.scheduler.default");
     bool zk = ql_config_get_str(cfg, "kylin.env.zookeeper-connect-string")[0] != '\0';
-    if (scheduler == 2)
+    if (scheduler == 2 && !zk)
         return ql_err_set(err, QL_EINVAL,
-                          "kylin.job.scheduler.default: 2 (distributed job servers, a ZooKeeper "
-                          "lock per job) is not built yet; use 100 (leader election over "
-                          "ZooKeeper) or 0");
+                          "kylin.job.scheduler.default: 2 (distributed job servers, a lock per "
+                          "job) needs ZooKeeper: set kylin.env.zookeeper-connect-string, or use "
+                          "scheduler 0 (the store's job engine lock)");
     if (scheduler == 100 && !zk)
         return ql_err_set(err, QL_EINVAL,
                           "kylin.job.scheduler.default: 100 (leader election) needs ZooKeeper: "
@@ -43,7 +43,8 @@ static int zk_lock_new(const ql_config_t *cfg, ql_store_t *store, ql_writer_t *w
         .loop = loop,
         .store = store,
         .writer = writer,
-        .elect = ql_config_get_int(cfg, "kylin.job.scheduler.default") == 100,
+        /* 100, and scheduler 2's dispatcher: leader election at leader/ */
+        .elect = ql_config_get_int(cfg, "kylin.job.scheduler.default") != 0,
     };
     ql_zk_opts_from_config(cfg, ql_config_server_id(cfg, id, sizeof id), log, &zo.zk);
     return ql_lock_zk_new(&zo, out, err);

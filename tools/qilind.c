@@ -205,6 +205,7 @@ static int start(qilind_t *d, const char *config_path) {
     ql_node_set_api_address(d->node, address);
     const char *role = !ql_config_serves_jobs(d->cfg) ? "none (query mode)"
                        : ql_node_is_master(d->node)   ? "master"
+                       : ql_node_runs_jobs(d->node)   ? "job-server"
                                                       : "standby";
     const char *holder = ql_node_lock_holder(d->node);
     char mode[64] = "";

@@ -20,7 +20,8 @@
  *   100 ms over serial builds), with schedulers 0 and 100, the poll interval at Kylin's 30 s:
  *   the other server's commit wakes the leader (docs/postgresql.md and docs/architecture.md,
  *   Wake-ups across servers).
- * - The settings a server refuses at start, one test each, and the coordination guard: a server
+ * - The settings a server refuses at start (scheduler 100 or 2 without a connect string, ...),
+ *   one test each, and the coordination guard: a server
  *   configured differently from the store's other job servers does not start.
  *
  * Every try of a step appends "start SEQ PID MS" and "end SEQ PID MS" (PID: the qilind that ran
@@ -574,9 +575,12 @@ Test(zk_servers, scheduler_100_without_a_connect_string_is_refused) {
                    "kylin.env.zookeeper-connect-string");
 }
 
-Test(zk_servers, scheduler_2_is_refused_as_not_built) {
+Test(zk_servers, scheduler_2_without_a_connect_string_is_refused) {
     init_servers();
-    assert_refused(2, NULL, "kylin.job.scheduler.default: 2 (distributed job servers");
+    const char *more[] = {"kylin.env.zookeeper-connect-string=", NULL};
+    assert_refused(2, more,
+                   "kylin.job.scheduler.default: 2 (distributed job servers, a lock per job) "
+                   "needs ZooKeeper: set kylin.env.zookeeper-connect-string");
 }
 
 Test(zk_servers, a_suspend_kill_not_shorter_than_the_session_timeout_is_refused) {

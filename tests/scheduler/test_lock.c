@@ -362,10 +362,10 @@ static void expect_start_refused(const char *setting, const char *needle) {
     expect_start_refused2(setting, NULL, needle);
 }
 
-Test(job_lock, scheduler_2_is_refused_at_start_up_as_not_built) {
+Test(job_lock, scheduler_2_without_zookeeper_is_refused_at_start_up) {
     expect_start_refused("kylin.job.scheduler.default=2",
-                         "kylin.job.scheduler.default: 2 (distributed job servers, a ZooKeeper "
-                         "lock per job) is not built yet");
+                         "kylin.job.scheduler.default: 2 (distributed job servers, a lock per "
+                         "job) needs ZooKeeper: set kylin.env.zookeeper-connect-string");
 }
 
 Test(job_lock, scheduler_100_without_zookeeper_is_refused_at_start_up) {

@@ -199,6 +199,32 @@ Test(fence_claim, a_reset_lowers_the_epoch_and_the_fences_of_jobs_not_final) {
     ql_test_assert_fsck_clean(store);
 }
 
+static int job_check(const ql_id_t *id, uint64_t token, ql_err_t *err) {
+    ql_txn_t *t = wbegin();
+    int rc = ql_job_fence_check(t, id, token, err);
+    ql_txn_abort(t);
+    return rc;
+}
+
+Test(fence_claim, a_job_change_passes_only_with_the_claimed_token) {
+    ql_id_t a = put_job(0);
+    ql_err_t err = {0};
+    cr_assert_eq(job_claim(&a, 0x700000010, &err), 0, "%s", err.msg);
+    cr_assert_eq(job_check(&a, 0x700000010, &err), 0, "the claimed (equal) token: %s", err.msg);
+    cr_assert_eq(job_check(&a, 0x700000009, &err), QL_EFENCED, "a smaller token is stale");
+    cr_assert(strstr(err.msg, "30064771081") && strstr(err.msg, "30064771088"),
+              "the message names both tokens: %s", err.msg);
+    cr_assert_eq(job_check(&a, 0x700000011, &err), QL_EFENCED,
+                 "a larger token that was never claimed does not pass either");
+    cr_assert_eq(job_claim(&a, 0x800000001, &err), 0, "a later lock claims: %s", err.msg);
+    cr_assert_eq(job_check(&a, 0x700000010, &err), QL_EFENCED, "the earlier holding is out");
+    cr_assert_eq(job_check(&a, 0x800000001, &err), 0, "%s", err.msg);
+    ql_job_t none = {0};
+    ql_store_new_id(store, &none.id);
+    cr_assert_eq(job_check(&none.id, 5, &err), QL_ENOTFOUND, "no such job: %s", err.msg);
+    cr_assert_eq(epoch_now(), 0, "a job's check leaves the job engine epoch alone");
+}
+
 /* ---- claims racing from two transactions ---- */
 
 typedef struct racer {

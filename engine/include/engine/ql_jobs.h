@@ -107,6 +107,12 @@ int ql_job_force_finish(ql_txn_t *txn, const ql_id_t *job, ql_state_t outcome, b
  * number of jobs recovered. */
 int ql_jobs_recover(ql_txn_t *txn, int64_t now, bool (*on_step)(const ql_step_t *step, void *arg),
                     void *arg, uint64_t *n, ql_err_t *err);
+/* The same for one job (scheduler 2's failover: the job whose lock this server took over):
+ * a RUNNING or PENDING job goes back to READY with its RUNNING steps, on_step as above;
+ * *recovered tells whether it was one (a job in another state is left alone). */
+int ql_job_recover_one(ql_txn_t *txn, const ql_id_t *id, int64_t now,
+                       bool (*on_step)(const ql_step_t *step, void *arg), void *arg,
+                       bool *recovered, ql_err_t *err);
 
 /*
  * The encoded step definitions of a new job: the chain of `type` in template set `set` of

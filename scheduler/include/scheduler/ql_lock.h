@@ -132,6 +132,10 @@ typedef struct ql_lock_zk_opts {
  * until it is closed). Errors as ql_zk_new's. */
 int ql_lock_zk_new(const ql_lock_zk_opts_t *opts, ql_lock_t **out, ql_err_t *err);
 
+/* The ZooKeeper lock's session (borrowed: it lives as long as the lock), for the recipes that
+ * share it (scheduler 2's per-job locks, ql_zk_jobs_new); NULL for any other lock. */
+ql_zk_t *ql_lock_zk_session(ql_lock_t *lock);
+
 /* The meta key holding the id of the ZooKeeper ensemble (its fence_id node) that the store's job
  * servers use (docs/zookeeper.md, fence_id). The ZooKeeper lock reads the ensemble's id before it
  * joins, and its claim, in the claim's transaction, records the id when the key is missing or

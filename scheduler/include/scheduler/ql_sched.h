@@ -35,11 +35,16 @@
  * - A full store: a step's end (or a retry's start) that fails because the store cannot take
  *   it (a full map or disk) is kept in memory and written again with backoff until it commits;
  *   no job is picked meanwhile (sched_hold.c). A fencing refusal is never retried.
+ * - Scheduler 2 (opts.job_locks; docs/zookeeper.md): a run holds its job's ZooKeeper lock from
+ *   the pick to the job's leaving RUNNING, and its changes carry that lock's token, checked
+ *   against the job's record; a refusal ends that run only. Jobs whose lock vanished are taken
+ *   over (ql_sched_lock_vanished, ql_sched_adopt_orphans) instead of a startup recovery.
  */
 #ifndef QL_SCHED_H
 #define QL_SCHED_H
 
 #include "engine/engine.h"
+#include "scheduler/ql_zk.h"
 #include "storage/storage.h"
 
 typedef struct ql_sched ql_sched_t;
@@ -72,6 +77,18 @@ typedef struct ql_sched_opts {
     /* qilin.cluster.takeover-grace-ms: how long recovery holds a job whose RUNNING step
      * another server ran before its next try may start; 0: not at all. */
     int64_t takeover_grace_ms;
+    /* Scheduler 2 (docs/zookeeper.md, Scheduler 2): the per-job locks on this server's
+     * ZooKeeper session (borrowed; it must outlive the scheduler). Set: the fetcher takes a
+     * job's lock before its pick, the pick claims the lock's token for the job, every later
+     * change of that run is checked against the job's token, and the lock is released once the
+     * job is neither READY nor RUNNING; fence then guards nothing of the runs (0). NULL: every
+     * change is checked against fence. */
+    ql_zk_jobs_t *job_locks;
+    /* With job_locks: this server's names that kylin.cube.schedule.assigned-servers may list
+     * (a comma list: qilin.server.id, host name, listen and API hosts), and the server's own
+     * value of that key (a project's or model's value wins). Copied with the options. */
+    char assigned_names[1024];
+    char assigned_default[1024];
     /* Called when a job reaches a final state, ERROR or PAUSED through this scheduler. */
     void (*on_job_end)(void *arg, const ql_id_t *job, ql_state_t state);
     /* Called once, from a write's answer, when a change was refused by fencing (another server
@@ -102,6 +119,17 @@ void ql_sched_kick(ql_sched_t *s);
  * During a stop that waits for running steps, it may end the stop, whose done callback may
  * free s: nothing may use s after this call. */
 void ql_sched_notice(ql_sched_t *s, const ql_id_t *job);
+
+/* Scheduler 2 (opts.job_locks): the lock of job_id vanished (its holder released it or its
+ * session ended). A job the store still has RUNNING or PENDING, without a run here and
+ * assigned to this server, is taken over: its lock is taken (another server's is the end of
+ * it), its token claimed and its running step put back to READY in one transaction (its
+ * process groups killed when they are this host's), and after the takeover grace it runs from
+ * that step. */
+void ql_sched_lock_vanished(ql_sched_t *s, const char *job_id);
+/* Scheduler 2: the same for every RUNNING or PENDING job whose lock is not in the latest
+ * listing (ql_zk_job_listed): at start and after every new session. */
+void ql_sched_adopt_orphans(ql_sched_t *s);
 
 typedef void (*ql_sched_done_cb)(void *arg, int status, const ql_err_t *err);
 /* Applies action to a job through the writer, then stops its step process if it was running

@@ -20,7 +20,9 @@
  *   once it holds it. The master checks every second that it still holds it (the lock, and the
  *   store's fencing epoch against its token), and at once when a write of its was refused by
  *   fencing; when the holding is over it stops the scheduler and the dispatcher and goes back
- *   to standby.
+ *   to standby. Scheduler 2 (docs/zookeeper.md, Scheduler 2) differs: every job server runs its
+ *   own scheduler from start to stop, each job under a ZooKeeper lock of its own
+ *   (server/node_dist.c), and the election's leader adds only the dispatcher and retention.
  * - Stopping: no new picks, running steps paused or waited for (qilin.shutdown.running-steps;
  *   with `wait`, for qilin.shutdown.grace-ms at most, then they are paused anyway), the writer
  *   drained, handles closed; then the done callback runs. ql_node_abort is the process dying
@@ -146,6 +148,10 @@ uint64_t ql_node_retention_removed(const ql_node_t *n);
 ql_submission_t *ql_node_submission(ql_node_t *n);
 /* Whether this node is the job-scheduler master (holds the job engine lock). */
 bool ql_node_is_master(const ql_node_t *n);
+/* Whether this server runs jobs now: the master, or with scheduler 2 every job server (its
+ * own scheduler, a ZooKeeper lock per job; the master is the election's leader, which adds
+ * the dispatcher). */
+bool ql_node_runs_jobs(const ql_node_t *n);
 /* Who holds the lock when this node does not ("" when it does or it never looked). */
 const char *ql_node_lock_holder(const ql_node_t *n);
 /* The address ("host:port") the API listens on, once it does: recorded with the job engine

@@ -180,6 +180,12 @@ int ql_fence_check(ql_txn_t *txn, uint64_t token, ql_err_t *err);
  */
 int ql_fence_claim(ql_txn_t *txn, uint64_t token, ql_err_t *err);
 int ql_job_claim(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t *err);
+/* The check every later change made under a job's lock starts with: 0 when the job's stored
+ * fence is token; QL_EFENCED, naming both, when it differs (a later lock of the job claimed
+ * more; a smaller stored one cannot happen after a claim). QL_ENOTFOUND (err set) when the job
+ * is gone. Reads the job's row, locked FOR UPDATE on PostgreSQL in a write transaction, so
+ * that it cannot change before the transaction ends. */
+int ql_job_fence_check(ql_txn_t *txn, const ql_id_t *job_id, uint64_t token, ql_err_t *err);
 
 /*
  * The one exception to "the epoch only grows", for a deliberate move to a new ZooKeeper
