@@ -604,15 +604,17 @@ static int pending_queue(ql_auth_t *auth, pending_t *p) {
  * cache still answers for it, so that a client sending it steadily never waits for a
  * verification once its entry expires (tens of ms of argon2id on the request's path). Nobody
  * waits for the refresh; its success renews the entry, its failure drops it. One at a time per
- * header (a request after the expiry joins it), within max_pending; it takes no slot of the
- * failure table's in-flight count (the header has verified already).
+ * header (a request after the expiry joins it), within max_pending and half the address's
+ * share of verifications; it takes no slot of the failure table's in-flight count (the header
+ * has verified already).
  */
 static void maybe_refresh(ql_auth_t *auth, const cache_entry_t *ce, uint64_t key,
                           const char *authorization, const char *password,
                           const unsigned char addr[16], uint64_t ukey, int64_t now) {
     if (ce->expires - now > auth->cfg.cache_ttl_ms / 4 ||
-        auth->n_pending >= auth->cfg.max_pending || joinable(auth, key, authorization))
-        return;
+        auth->n_pending >= auth->cfg.max_pending || joinable(auth, key, authorization) ||
+        2 * pending_from(auth, addr) >= auth->cfg.max_pending_per_address)
+        return; /* refreshes never take the address's last slots for new headers */
     pending_t *p = pending_new(auth, key, authorization, (long)ce->user, password, NULL);
     if (!p)
         return; /* the entry expires as it would have */

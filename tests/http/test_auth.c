@@ -273,12 +273,16 @@ static void wait_idle(void) {
     }
 }
 
-/* A synchronous check (the cache must answer it): its answer. */
-static answer_t hit(const char *h) {
+/* A synchronous check from peer (the cache must answer it): its answer. */
+static answer_t hit_from(const char *h, const struct sockaddr_storage *peer) {
     answer_t a = {0};
-    cr_assert_eq(ql_auth_check(E.auth, h, NULL, on_answer, &a), 0);
+    cr_assert_eq(ql_auth_check(E.auth, h, (const struct sockaddr *)peer, on_answer, &a), 0);
     cr_assert(a.done, "a cache hit answers synchronously");
     return a;
+}
+
+static answer_t hit(const char *h) {
+    return hit_from(h, NULL);
 }
 
 Test(auth, a_hit_near_expiry_refreshes_the_entry_off_the_path) {
@@ -317,6 +321,35 @@ Test(auth, a_hit_near_expiry_refreshes_the_entry_off_the_path) {
     ql_auth_stats(E.auth, &st);
     cr_assert_eq(st.pending, 0, "early in the renewed entry's life: no refresh");
     cr_assert_eq(atomic_load(&E.verifies), 2);
+}
+
+/* Refreshes take at most half of an address's share of verifications in flight: a new header
+ * from that address is never refused for them. */
+Test(auth, a_refresh_leaves_the_address_its_share_of_verifications) {
+    ql_auth_config_t cfg = base_config();
+    cfg.cache_ttl_ms = 4000;
+    cfg.max_pending_per_address = 2;
+    start(&cfg);
+    struct sockaddr_storage peer = addr4("10.0.0.1");
+    const char *h = basic("alice", "s3cret");
+    cr_assert_eq(check_from(h, &peer).status, 0);
+    E.now += 3500;
+    answer_t other = {0}, a = {0};
+    cr_assert_eq(ql_auth_check(E.auth, basic("bob", "yes-pass"), (struct sockaddr *)&peer,
+                               on_answer, &other),
+                 0);
+    cr_assert_eq(ql_auth_check(E.auth, h, (struct sockaddr *)&peer, on_answer, &a), 0);
+    cr_assert(a.done && a.cached);
+    ql_auth_stats_t st;
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.pending, 1, "a refresh took the address's last slot");
+    wait_all(&other, 1);
+    cr_assert_eq(other.status, 0);
+    /* With the slot free again, the next hit refreshes. */
+    cr_assert(hit_from(h, &peer).cached);
+    wait_idle();
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.refreshes, 1);
 }
 
 Test(auth, a_refresh_that_fails_drops_the_entry) {
