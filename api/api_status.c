@@ -249,6 +249,8 @@ static void write_http(ql_api_t *api, ql_api_sb_t *b) {
         ql_auth_stats(api->auth, &as);
         metric_u64(b, "qilin_auth_verifications_total", "counter",
                    "Password hash verifications run (in the threadpool).", as.verifications);
+        metric_u64(b, "qilin_auth_refreshes_total", "counter",
+                   "Of them, cached credentials verified again before they expire.", as.refreshes);
         metric_u64(b, "qilin_auth_cache_hits_total", "counter",
                    "Requests authenticated from the credentials cache.", as.cache_hits);
         metric_u64(b, "qilin_auth_failures_total", "counter", "Failed authentications.",

@@ -63,6 +63,7 @@ typedef struct pending {
     int result;
     unsigned char starter[16]; /* the address whose inflight count this verification holds */
     uint64_t user_key;         /* the failure table's key of the user name sent */
+    bool refresh; /* a cached header verified again before it expires: nobody waits, no inflight */
     waiter_t *waiters;
     waiter_t **waiters_tail;
 } pending_t;
@@ -323,6 +324,13 @@ static void cache_put(ql_auth_t *a, uint64_t key, size_t user, int64_t now) {
     *victim = (cache_entry_t){key, now + a->cfg.cache_ttl_ms, user, true};
 }
 
+static void cache_drop(ql_auth_t *a, uint64_t key) {
+    cache_entry_t *set = &a->cache[(key % a->cache_sets) * WAYS];
+    for (size_t i = 0; i < WAYS; i++)
+        if (set[i].used && set[i].key == key)
+            set[i].used = false;
+}
+
 /* The failure table's key of a user name: case-folded, so ALICE and alice share a record. */
 static uint64_t user_key(const ql_auth_t *a, const char *name) {
     char folded[MAX_CREDENTIALS + 1];
@@ -495,7 +503,7 @@ static void after_work_cb(uv_work_t *w, int status) {
     }
     a->n_pending--;
     int64_t now = a->cfg.now(a->cfg.now_arg);
-    fail_entry_t *starter = fail_find(a, p->starter, p->user_key);
+    fail_entry_t *starter = p->refresh ? NULL : fail_find(a, p->starter, p->user_key);
     if (starter && starter->inflight)
         starter->inflight--;
     int result = p->result;
@@ -508,7 +516,10 @@ static void after_work_cb(uv_work_t *w, int status) {
         cache_put(a, p->key, (size_t)p->user, now);
         res.user = a->users[p->user].name;
         res.role = a->users[p->user].role;
-    } else if (result == UV_ENOMEM) {
+    } else if (p->refresh && result == QL_EAUTH) {
+        cache_drop(a, p->key); /* what no longer verifies is not served from the cache either */
+    }
+    if (result == UV_ENOMEM) {
         result = QL_ETRANSIENT;
     }
     for (waiter_t *wt = p->waiters; wt; wt = wt->next) {
@@ -550,6 +561,70 @@ static size_t pending_from(const ql_auth_t *a, const unsigned char addr[16]) {
     return n;
 }
 
+/* A verification of header (whose decoded password is password, of user u, -1 when unknown)
+ * with its first waiter w (NULL for a refresh), not yet queued; NULL when out of memory. */
+static pending_t *pending_new(ql_auth_t *auth, uint64_t key, const char *authorization, long u,
+                              const char *password, waiter_t *w) {
+    pending_t *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->auth = auth;
+    p->key = key;
+    p->user = u;
+    p->header = strdup(authorization);
+    p->password = strdup(password);
+    p->hash = strdup(auth->users[u >= 0 ? (size_t)u : 0].hash);
+    p->waiters = w;
+    p->waiters_tail = w ? &w->next : &p->waiters;
+    p->work.data = p;
+    if (!p->header || !p->password || !p->hash) {
+        p->waiters = NULL; /* w stays the caller's */
+        pending_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Queues p in the threadpool and lists it. Returns 0, or the error with p freed. */
+static int pending_queue(ql_auth_t *auth, pending_t *p) {
+    int rc = uv_queue_work(auth->loop, &p->work, work_cb, after_work_cb);
+    if (rc) {
+        pending_free(p);
+        return rc;
+    }
+    p->next = auth->pending;
+    auth->pending = p;
+    auth->n_pending++;
+    auth->stats.verifications++;
+    return 0;
+}
+
+/*
+ * A cached header in the last quarter of its life is verified again in the threadpool while the
+ * cache still answers for it, so that a client sending it steadily never waits for a
+ * verification once its entry expires (tens of ms of argon2id on the request's path). Nobody
+ * waits for the refresh; its success renews the entry, its failure drops it. One at a time per
+ * header (a request after the expiry joins it), within max_pending and half the address's
+ * share of verifications; it takes no slot of the failure table's in-flight count (the header
+ * has verified already).
+ */
+static void maybe_refresh(ql_auth_t *auth, const cache_entry_t *ce, uint64_t key,
+                          const char *authorization, const char *password,
+                          const unsigned char addr[16], uint64_t ukey, int64_t now) {
+    if (ce->expires - now > auth->cfg.cache_ttl_ms / 4 ||
+        auth->n_pending >= auth->cfg.max_pending || joinable(auth, key, authorization) ||
+        2 * pending_from(auth, addr) >= auth->cfg.max_pending_per_address)
+        return; /* refreshes never take the address's last slots for new headers */
+    pending_t *p = pending_new(auth, key, authorization, (long)ce->user, password, NULL);
+    if (!p)
+        return; /* the entry expires as it would have */
+    p->refresh = true;
+    memcpy(p->starter, addr, 16);
+    p->user_key = ukey;
+    if (pending_queue(auth, p) == 0)
+        auth->stats.refreshes++;
+}
+
 int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct sockaddr *peer,
                   ql_auth_cb cb, void *arg) {
     if (auth->closing)
@@ -581,6 +656,7 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
             res.user = auth->users[ce->user].name;
             res.role = auth->users[ce->user].role;
             status = 0;
+            maybe_refresh(auth, ce, key, authorization, password, addr, ukey, now);
         } else if (auth->n_pending >= auth->cfg.max_pending) {
             status = QL_ETRANSIENT;
         } else if (!joinable(auth, key, authorization) &&
@@ -611,41 +687,20 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
         sodium_memzero(buf, sizeof buf);
         return 0;
     }
-    pending_t *p = calloc(1, sizeof *p);
-    long u = find_user(auth, user);
-    if (p) {
-        p->auth = auth;
-        p->key = key;
-        p->user = u;
-        p->header = strdup(authorization);
-        p->password = strdup(password);
-        p->hash = strdup(auth->users[u >= 0 ? (size_t)u : 0].hash);
-        p->waiters = w;
-        p->waiters_tail = &w->next;
-        p->work.data = p;
-        memcpy(p->starter, addr, 16);
-        p->user_key = ukey;
-    }
+    pending_t *p = pending_new(auth, key, authorization, find_user(auth, user), password, w);
     sodium_memzero(buf, sizeof buf);
-    if (!p || !p->header || !p->password || !p->hash) {
-        if (p)
-            pending_free(p);
-        else
-            free(w);
+    if (!p) {
+        free(w);
         return UV_ENOMEM;
     }
-    int rc = uv_queue_work(auth->loop, &p->work, work_cb, after_work_cb);
-    if (rc) {
-        pending_free(p);
+    memcpy(p->starter, addr, 16);
+    p->user_key = ukey;
+    int rc = pending_queue(auth, p);
+    if (rc)
         return rc;
-    }
     fail_entry_t *fe = fail_get(auth, addr, ukey, now);
     if (fe)
         fe->inflight++;
-    p->next = auth->pending;
-    auth->pending = p;
-    auth->n_pending++;
-    auth->stats.verifications++;
     return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include "node_changes.h"
 #include "node_dist.h"
+#include "node_wake.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -37,8 +38,7 @@ struct ql_node {
     int64_t space_checked_ms;    /* when (monotonic), 0: never */
     ql_submission_t *submission; /* clients' submissions; wakes the scheduler (ql_node_kick) */
     node_changes_t *changes;     /* other servers' writes wake the scheduler (node_changes.h) */
-    uv_async_t wake;
-    bool wake_init;
+    node_wake_t *wake;           /* the threaded writer's wake-up of the loop (node_wake.h) */
     ql_timer_t lock_timer;
     bool lock_timer_init;
     ql_timer_t lease_timer; /* the master renews its lease in the lock file */
@@ -55,14 +55,14 @@ struct ql_node {
     void *stop_arg;
 };
 
-static void wake_cb(uv_async_t *h) {
-    ql_node_t *n = h->data;
+static void wake_cb(void *arg) {
+    ql_node_t *n = arg;
     ql_writer_complete(n->writer);
 }
 
 static void notify_cb(void *arg) {
     ql_node_t *n = arg;
-    uv_async_send(&n->wake);
+    node_wake_send(n->wake);
 }
 
 /* The submission service's wake-up, once per committed submission. */
@@ -409,6 +409,7 @@ static int load_templates(ql_node_t *n, ql_err_t *err) {
 
 static void free_node(ql_node_t *n) {
     ql_writer_free(n->writer); /* answers what is still queued, submissions too */
+    node_wake_free(n->wake);   /* the writer thread, its only sender, has ended */
     ql_submission_free(n->submission);
     if (n->own_lock) {
         ql_lock_free(n->lock);
@@ -434,8 +435,8 @@ static void handle_closed(ql_node_t *n) {
         free_node(n);
 }
 
-static void async_closed(uv_handle_t *h) {
-    handle_closed(h->data);
+static void wake_closed(void *arg) {
+    handle_closed(arg);
 }
 
 static void timer_closed(ql_timer_t *t) {
@@ -491,10 +492,10 @@ static void close_handles(ql_node_t *n) {
         n->lease_timer.arg = n;
         ql_timer_close(&n->lease_timer, timer_closed);
     }
-    if (n->wake_init) {
+    if (n->wake) {
         n->closing++;
         /* Answers still queued are run by ql_writer_free (in free_node). */
-        uv_close((uv_handle_t *)&n->wake, async_closed);
+        node_wake_stop(n->wake, wake_closed, n);
     }
     handle_closed(n);
 }
@@ -550,11 +551,9 @@ static int start_writer(ql_node_t *n, ql_err_t *err) {
     if (n->opts.writer == QL_NODE_WRITER_THREAD) {
         if (!n->opts.loop)
             return ql_err_set(err, QL_EINVAL, "a threaded writer needs a loop");
-        int rc = uv_async_init(n->opts.loop, &n->wake, wake_cb);
+        int rc = node_wake_start(n->opts.loop, wake_cb, n, &n->wake);
         if (rc)
             return ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
-        n->wake.data = n;
-        n->wake_init = true;
         wo = (ql_writer_opts_t){.notify = notify_cb, .notify_arg = n};
     }
     int rc = ql_writer_new(n->store, &wo, &n->writer);

@@ -31,6 +31,7 @@
 
 #include <lmdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 enum {
     DB_META,
@@ -60,6 +61,9 @@ typedef struct lmdb_store {
     /* the change session (store_lmdb_changes.c): -1 when not listening */
     int wake_fd, wake_dir;
     char wake_name[32];
+    /* wake_fd for the senders (any thread that commits): a commit of this store sends nothing
+     * to its own session; -1 when not listening */
+    _Atomic int wake_self;
     bool wake_listened, wake_missed; /* a session was open before; the new one's first drain
                                         reports "anything" */
 } lmdb_store_t;

@@ -139,6 +139,7 @@ int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *
     }
     ql_store_t *s = &L->base;
     L->wake_fd = L->wake_dir = -1;
+    atomic_init(&L->wake_self, -1);
     L->map_size = opts->map_size ? opts->map_size : QL_STORE_DEFAULT_MAP_SIZE;
 
     /* MDB_NOMEMINIT: LMDB otherwise zeroes every page it mallocs before filling it, and a

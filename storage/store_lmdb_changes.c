@@ -11,9 +11,11 @@
  *   transaction level; a committed nested level hands its notes to its parent, one rolled back
  *   drops them (as on PostgreSQL). After the top-level commit succeeded, one datagram
  *   naming the ids (16 bytes each; empty: anything may have changed) goes to every socket in
- *   wake/, without blocking. A socket nobody reads any more (its process died) refuses it
- *   (ECONNREFUSED) and is removed. A full receive buffer drops the datagram: the receiver has
- *   plenty to read already, and its poll interval still covers it.
+ *   wake/, without blocking, but this store's own: its process was woken already by whatever
+ *   committed (a submission, an action, a step end kicks the scheduler; docs/architecture.md),
+ *   and a datagram to itself would only wake its loop a second time. A socket nobody reads any more
+ * (its process died) refuses it (ECONNREFUSED) and is removed. A full receive buffer drops the
+ * datagram: the receiver has plenty to read already, and its poll interval still covers it.
  * - Receiving: the socket is the change session's descriptor; a drain reads every datagram
  *   waiting, without blocking. An idle server spends nothing on it: no timer, no system call
  *   until a datagram arrives.
@@ -25,6 +27,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +98,10 @@ void lmdb_changes_send(ql_txn_t *t) {
     int dir_fd = open_wake_dir(s, false);
     if (dir_fd < 0)
         return; /* nobody ever listened */
+    char self[32] = "";
+    int self_fd = atomic_load(&ql_lmdb(s)->wake_self);
+    if (self_fd >= 0)
+        snprintf(self, sizeof self, "%ld.%d.sock", (long)getpid(), self_fd);
     DIR *d = fdopendir(dup(dir_fd));
     int sock = d ? socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) : -1;
     uint8_t msg[WAKE_NAMED * 16];
@@ -105,7 +112,8 @@ void lmdb_changes_send(ql_txn_t *t) {
     while (sock >= 0 && (e = readdir(d))) {
         size_t n = strlen(e->d_name);
         struct sockaddr_un a;
-        if (n < 6 || strcmp(e->d_name + n - 5, ".sock") != 0 || wake_addr(s, dir_fd, e->d_name, &a))
+        if (n < 6 || strcmp(e->d_name + n - 5, ".sock") != 0 || strcmp(e->d_name, self) == 0 ||
+            wake_addr(s, dir_fd, e->d_name, &a))
             continue;
         if (sendto(sock, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a, sizeof a) <
                 0 &&
@@ -125,6 +133,7 @@ void lmdb_changes_close(ql_store_t *s) {
     lmdb_store_t *L = ql_lmdb(s);
     if (L->wake_fd < 0)
         return;
+    atomic_store(&L->wake_self, -1);
     close(L->wake_fd);
     L->wake_fd = -1;
     if (L->wake_dir >= 0) {
@@ -168,6 +177,7 @@ int lmdb_changes_listen(ql_store_t *s, ql_err_t *err) {
                           ql_strerror(rc));
     }
     L->wake_fd = fd;
+    atomic_store(&L->wake_self, fd);
     L->wake_listened = true;
     return 0;
 }

@@ -17,7 +17,7 @@
  *       so recovery sweeps /proc for them): time from the node's start to the first resumed
  *       step, and to all of them finished.
  *
- * Everything runs the real composition (ql_node: store, threaded writer woken by uv_async,
+ * Everything runs the real composition (ql_node: store, threaded writer waking the loop,
  * real clock, templates from a YAML file, lock, scheduler). The READY jobs of (b) and (c) are
  * created before the node starts, through the submission mutation (ql_submit_fn) in batched
  * direct transactions, so the figures are the scheduler's own. Each benchmark runs in a child

@@ -20,6 +20,7 @@ typedef struct env {
     ql_auth_t *auth;
     int64_t now;
     atomic_int verifies;
+    atomic_bool deny; /* counting_verify refuses every password */
     char argon[crypto_pwhash_STRBYTES];
     char yescrypt[CRYPT_OUTPUT_SIZE];
     char sha512[CRYPT_OUTPUT_SIZE];
@@ -39,6 +40,8 @@ typedef struct answer {
 static int counting_verify(const char *hash, const char *password, void *arg) {
     env_t *e = arg;
     atomic_fetch_add(&e->verifies, 1);
+    if (atomic_load(&e->deny))
+        return QL_EAUTH;
     return ql_auth_verify_hash(hash, password, NULL);
 }
 
@@ -255,6 +258,115 @@ Test(auth, cache_hit_does_not_verify_again_until_ttl) {
     ql_auth_stats_t st;
     ql_auth_stats(E.auth, &st);
     cr_assert_eq(st.cache_hits, 1);
+}
+
+/* Drives the loop until no verification is in flight (10 s deadline). */
+static void wait_idle(void) {
+    int64_t deadline = mono_ms() + 10000;
+    for (;;) {
+        ql_auth_stats_t st;
+        ql_auth_stats(E.auth, &st);
+        if (st.pending == 0)
+            return;
+        cr_assert_lt(mono_ms(), deadline, "timed out waiting for the verification");
+        uv_run(&E.loop, UV_RUN_ONCE);
+    }
+}
+
+/* A synchronous check from peer (the cache must answer it): its answer. */
+static answer_t hit_from(const char *h, const struct sockaddr_storage *peer) {
+    answer_t a = {0};
+    cr_assert_eq(ql_auth_check(E.auth, h, (const struct sockaddr *)peer, on_answer, &a), 0);
+    cr_assert(a.done, "a cache hit answers synchronously");
+    return a;
+}
+
+static answer_t hit(const char *h) {
+    return hit_from(h, NULL);
+}
+
+Test(auth, a_hit_near_expiry_refreshes_the_entry_off_the_path) {
+    ql_auth_config_t cfg = base_config();
+    cfg.cache_ttl_ms = 4000;
+    start(&cfg);
+    const char *h = basic("alice", "s3cret");
+    cr_assert_eq(check(h).status, 0);
+    cr_assert_eq(atomic_load(&E.verifies), 1);
+    /* Early in its life a hit starts nothing. */
+    E.now += 2000;
+    cr_assert(hit(h).cached);
+    ql_auth_stats_t st;
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.pending, 0);
+    /* In its last quarter the hit is answered at once and the header verified again behind it;
+     * a second hit meanwhile starts no second refresh. */
+    E.now += 1100;
+    answer_t a = hit(h);
+    cr_assert_eq(a.status, 0);
+    cr_assert(a.cached);
+    cr_assert(hit(h).cached);
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.pending, 1);
+    wait_idle();
+    cr_assert_eq(atomic_load(&E.verifies), 2);
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.refreshes, 1);
+    cr_assert_eq(st.verifications, 2);
+    /* Past the first verification's expiry the renewed entry still answers at once. */
+    E.now += 2000;
+    a = hit(h);
+    cr_assert_eq(a.status, 0);
+    cr_assert(a.cached);
+    cr_assert_str_eq(a.user, "alice");
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.pending, 0, "early in the renewed entry's life: no refresh");
+    cr_assert_eq(atomic_load(&E.verifies), 2);
+}
+
+/* Refreshes take at most half of an address's share of verifications in flight: a new header
+ * from that address is never refused for them. */
+Test(auth, a_refresh_leaves_the_address_its_share_of_verifications) {
+    ql_auth_config_t cfg = base_config();
+    cfg.cache_ttl_ms = 4000;
+    cfg.max_pending_per_address = 2;
+    start(&cfg);
+    struct sockaddr_storage peer = addr4("10.0.0.1");
+    const char *h = basic("alice", "s3cret");
+    cr_assert_eq(check_from(h, &peer).status, 0);
+    E.now += 3500;
+    answer_t other = {0}, a = {0};
+    cr_assert_eq(ql_auth_check(E.auth, basic("bob", "yes-pass"), (struct sockaddr *)&peer,
+                               on_answer, &other),
+                 0);
+    cr_assert_eq(ql_auth_check(E.auth, h, (struct sockaddr *)&peer, on_answer, &a), 0);
+    cr_assert(a.done && a.cached);
+    ql_auth_stats_t st;
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.pending, 1, "a refresh took the address's last slot");
+    wait_all(&other, 1);
+    cr_assert_eq(other.status, 0);
+    /* With the slot free again, the next hit refreshes. */
+    cr_assert(hit_from(h, &peer).cached);
+    wait_idle();
+    ql_auth_stats(E.auth, &st);
+    cr_assert_eq(st.refreshes, 1);
+}
+
+Test(auth, a_refresh_that_fails_drops_the_entry) {
+    ql_auth_config_t cfg = base_config();
+    cfg.cache_ttl_ms = 4000;
+    start(&cfg);
+    const char *h = basic("alice", "s3cret");
+    cr_assert_eq(check(h).status, 0);
+    E.now += 3500;
+    atomic_store(&E.deny, true); /* the password no longer verifies */
+    cr_assert(hit(h).cached);
+    wait_idle();
+    cr_assert_eq(atomic_load(&E.verifies), 2);
+    /* Still within the first entry's life, but not served from the cache any more. */
+    answer_t a = check(h);
+    cr_assert_eq(a.status, QL_EAUTH);
+    cr_assert_not(a.cached);
 }
 
 Test(auth, cache_is_bounded) {

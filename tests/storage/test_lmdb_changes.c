@@ -242,6 +242,32 @@ Test(lmdb_changes, a_dead_listeners_socket_is_removed) {
     cr_assert_eq(rmdir(mine), 0, "closing the store removes its own socket");
 }
 
+/* A store's own commits are not sent to its own session (what committed has woken its process
+ * already), while another store of the same process on the same directory hears them. */
+Test(lmdb_changes, a_stores_own_commits_are_not_sent_to_itself) {
+    char d[256];
+    ql_test_tmpdir(d, sizeof d, "ql_lmdb_changes");
+    ql_store_t *self = open_listening(d), *other = open_listening(d);
+    ql_job_t j = adhoc(QL_READY, 0x77);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(self, true, &t), 0);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    /* The datagrams are queued before the commit returns: the other store hears... */
+    heard_t ho = {0}, hs = {0};
+    wait_heard(other, &ho, &j.id);
+    cr_assert_eq(ho.n, 1);
+    /* ...and the committing store has nothing to read. */
+    cr_assert_eq(ql_store_changes_drain(self, on_change, &hs), 0);
+    cr_assert_eq(hs.n + hs.anything, 0, "the store heard its own commit");
+    /* A commit of another process still reaches it. */
+    run_writer(d, W_PLAIN);
+    ql_id_t m = marker_id();
+    wait_heard(self, &hs, &m);
+    ql_store_close(other);
+    ql_store_close(self);
+}
+
 Test(lmdb_changes, a_replaced_session_reports_anything_first) {
     char d[256];
     ql_test_tmpdir(d, sizeof d, "ql_lmdb_changes");

@@ -17,7 +17,10 @@
  *      configured hash too, so timing does not tell which users exist)
  * The cache is keyed by SipHash (libsodium crypto_shorthash, random key per ql_auth_t) of the
  * whole header; only successful verifications are cached, for cache_ttl_ms, at most cache_max
- * entries (set-associative, oldest evicted). Rate limit, per (address, user name): the address
+ * entries (set-associative, oldest evicted). A hit in the last quarter of an entry's life also
+ * starts a refresh: the header is verified again in the threadpool, nobody waiting, and the
+ * entry renewed (or dropped, when it no longer verifies), so a steady client never waits for a
+ * verification on expiry. Rate limit, per (address, user name): the address
  * is an IPv4 address or the /64 of an IPv6 one, the name is the one sent, case-folded, whether
  * or not such a user exists. A pair with fail_limit failures, counting its verifications still
  * in flight, within fail_window_ms since its first failure gets QL_EAUTH without verification
@@ -127,7 +130,8 @@ int ql_auth_check(ql_auth_t *auth, const char *authorization, const struct socka
                   ql_auth_cb cb, void *arg);
 
 typedef struct ql_auth_stats {
-    uint64_t verifications; /* started in the threadpool */
+    uint64_t verifications; /* started in the threadpool (refreshes included) */
+    uint64_t refreshes;     /* of them, cached headers verified again before they expire */
     uint64_t cache_hits;
     uint64_t joins; /* checks that joined a verification in flight */
     uint64_t failures;

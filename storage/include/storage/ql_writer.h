@@ -13,10 +13,10 @@
  *   group commit comes from.
  * - Threads. Threaded mode: one writer thread applies batches; answers (done callbacks) run on
  *   the owner's thread when it calls ql_writer_complete(), which it does when told to by the
- *   notify hook (a libuv server passes uv_async_send; uv_async coalesces, and complete() drains
- *   everything ready). Without a notify hook, done callbacks run on the writer thread.
- *   Manual mode (simulator, deterministic tests): nothing runs until the owner calls
- *   ql_writer_flush(), which applies and answers in the calling thread.
+ *   notify hook (the node wakes its loop through an eventfd, server/node_wake.h; a wake-up may
+ *   stand for several answers: complete() drains everything ready). Without a notify hook, done
+ * callbacks run on the writer thread. Manual mode (simulator, deterministic tests): nothing runs
+ * until the owner calls ql_writer_flush(), which applies and answers in the calling thread.
  * - A mutation function runs on the writer thread: it may read and write through the txn it is
  *   given, must not block, and must not touch the owner's state. Its arg is borrowed until its
  *   done callback has run.
