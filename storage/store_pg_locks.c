@@ -4,6 +4,7 @@
  */
 #include "store_pg_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static bool level_holds(const pg_txn_t *t, int64_t key) {
@@ -33,9 +34,13 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
         t->locked = p;
         t->cap_locked = cap;
     }
-    pg_params_t p = {0};
-    pg_p_i64(&p, key);
-    int rc = pg_exec(t, S_MODEL_LOCK, &p, NULL);
+    /* Queued: sent with the next statement, which the server runs after it, under the lock. A
+     * lock that times out fails that statement's round trip (store_pg_pipe.c). */
+    if (t->failed)
+        return t->failed;
+    char sql[64];
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%lld)", (long long)key);
+    int rc = pg_queue(t, sql, Q_LEVEL);
     if (!rc)
         t->locked[t->n_locked++] = key;
     return rc;
