@@ -55,6 +55,9 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
     [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND_SHARE] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text "
+                           "FOR SHARE",
     [S_MODEL_OLD] = "SELECT project, name FROM models WHERE id = $1::uuid FOR UPDATE",
     [S_MODEL_INSERT] = "INSERT INTO models (id, project, name, rec) VALUES ($1::uuid, $2::text, "
                        "$3::text, $4::bytea) ON CONFLICT DO NOTHING RETURNING 1",
@@ -432,12 +435,13 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
      * master's epoch raise: the server ends the session once it idles inside the transaction
      * past the stall bound. The write's transaction id is read for an ambiguous commit. */
     if (write) {
-        char timeout[80];
-        snprintf(timeout, sizeof timeout, "SET LOCAL idle_in_transaction_session_timeout = %lld",
+        char xid[120]; /* the id, and SET LOCAL of the timeout, in one statement */
+        snprintf(xid, sizeof xid,
+                 "SELECT pg_current_xact_id()::text, set_config('idle_in_transaction_session_"
+                 "timeout', '%lld', true)",
                  (long long)pgs(s)->idle_write_ms);
-        if (!(rc = pg_queue(t, "BEGIN ISOLATION LEVEL READ COMMITTED", Q_TOP)) &&
-            !(rc = pg_queue(t, timeout, Q_TOP)))
-            rc = pg_queue(t, "SELECT pg_current_xact_id()::text", Q_XID);
+        if (!(rc = pg_queue(t, "BEGIN ISOLATION LEVEL READ COMMITTED", Q_TOP)))
+            rc = pg_queue(t, xid, Q_XID);
     } else {
         rc = pg_queue(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP);
     }
@@ -512,7 +516,7 @@ static int pg_txn_commit(ql_txn_t *bt) {
         rollback_nowait(t->conn);
     } else {
         /* COMMIT, after the NOTIFY of the jobs it wakes and what is still queued (a RELEASE) */
-        char tail[PG_COMMIT_SQL_MAX], sql[PG_COMMIT_SQL_MAX + PG_QUEUE_MAX * 96];
+        char tail[PG_COMMIT_SQL_MAX], sql[PG_COMMIT_SQL_MAX + PG_QUEUE_MAX * 128];
         size_t n = 0;
         for (int i = 0; i < t->conn->n_queued; i++)
             n += (size_t)snprintf(sql + n, sizeof sql - n, "%s; ", t->conn->queued[i].sql);

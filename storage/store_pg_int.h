@@ -26,6 +26,8 @@ typedef enum pg_stmt {
     S_MODEL_GET_SHARE,
     S_MODEL_EXISTS,
     S_MODEL_ID_BY_NAME,
+    S_MODEL_FIND,
+    S_MODEL_FIND_SHARE,
     S_MODEL_OLD,
     S_MODEL_INSERT,
     S_MODEL_UPDATE,
@@ -86,7 +88,7 @@ typedef enum pg_qkind {
 
 #define PG_QUEUE_MAX 8
 typedef struct pg_queued {
-    char sql[88];
+    char sql[120];
     uint8_t kind;   /* pg_qkind_t */
     unsigned level; /* the savepoint level that queued it */
 } pg_queued_t;

@@ -188,6 +188,8 @@ int pg_flush(pg_txn_t *t) {
 
 int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind) {
     pg_conn_t *pc = t->conn;
+    if (strlen(sql) >= sizeof pc->queued[0].sql)
+        return QL_EINVAL; /* a caller's bug: never cut a command short */
     if (pc->n_queued == PG_QUEUE_MAX) {
         int rc = pipeline(t, NULL, NULL);
         if (rc)

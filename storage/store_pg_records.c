@@ -259,14 +259,13 @@ int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned 
     pg_p_text(&p, project);
     pg_p_text(&p, name);
     PGresult *r;
-    int rc = one_row(pgt(bt), S_MODEL_ID_BY_NAME, &p, &r);
+    /* A write transaction locks it as ql_model_get does. */
+    int rc = one_row(pgt(bt), bt->write ? S_MODEL_FIND_SHARE : S_MODEL_FIND, &p, &r);
     if (rc)
         return rc;
-    ql_id_t id;
-    pg_get_uuid(r, 0, 0, &id);
+    rc = model_decode(pgt(bt), r, 0, flags, out);
     PQclear(r);
-    /* Through the point read, so a write transaction locks it as ql_model_get does. */
-    return pg_model_get(bt, &id, flags, out);
+    return rc;
 }
 
 /* Inserts or replaces by id. The project is read FOR SHARE (it must exist, and an update of it
