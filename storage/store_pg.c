@@ -86,23 +86,20 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_SEG_DELETE] = "DELETE FROM segments WHERE id = $1::uuid RETURNING model",
     [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
     [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
-    [S_JOB_GET_UPDATE] = "SELECT rec FROM jobs WHERE id = $1::uuid FOR UPDATE",
-    /* A job put in one statement: the old row is read FOR UPDATE (o), then updated when its
-     * project, model and creation time are the put's (u), or inserted when there is none (i).
-     * u and i read o, so the row is locked before either writes. The answer: the old state
-     * (NULL: none), rows updated, rows inserted (0 inserted: a conflict, pg_job_put). */
-    [S_JOB_PUT] =
-        "WITH o AS (SELECT project, model, create_time, state FROM jobs WHERE id = $1::uuid FOR "
-        "UPDATE), u AS (UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
-        "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = $10::int8, fence = "
-        "$11::int8, rec = $12::bytea WHERE id = $1::uuid AND EXISTS (SELECT 1 FROM o WHERE "
-        "o.project = $2::text AND o.model IS NOT DISTINCT FROM $3::uuid AND o.create_time = "
-        "$6::int8) RETURNING 1), i AS (INSERT INTO jobs (id, project, model, state, priority, "
-        "create_time, modify_time, has_range, range_start, range_end, fence, rec) SELECT "
-        "$1::uuid, $2::text, $3::uuid, $4::int2, $5::int2, $6::int8, $7::int8, $8::bool, "
-        "$9::int8, $10::int8, $11::int8, $12::bytea WHERE NOT EXISTS (SELECT 1 FROM o) ON "
-        "CONFLICT DO NOTHING RETURNING 1) SELECT (SELECT state FROM o), (SELECT count(*) FROM "
-        "u)::int4, (SELECT count(*) FROM i)::int4",
+    [S_JOB_GET_UPDATE] = "SELECT rec, project, model, create_time, state FROM jobs WHERE id = "
+                         "$1::uuid FOR UPDATE",
+    [S_JOB_OLD] = "SELECT project, model, create_time, state FROM jobs WHERE id = $1::uuid "
+                  "FOR UPDATE",
+    [S_JOB_INSERT] = "INSERT INTO jobs (id, project, model, state, priority, create_time, "
+                     "modify_time, has_range, range_start, range_end, fence, rec) VALUES "
+                     "($1::uuid, $2::text, $3::uuid, $4::int2, $5::int2, $6::int8, $7::int8, "
+                     "$8::bool, $9::int8, $10::int8, $11::int8, $12::bytea) "
+                     "ON CONFLICT DO NOTHING RETURNING 1",
+    [S_JOB_UPDATE] = "UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
+                     "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
+                     "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
+                     "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
+                     "create_time = $6::int8 RETURNING 1",
     /* The steps and outputs with the job, in one statement (data-modifying WITH). */
     [S_JOB_DELETE] = "WITH o AS (DELETE FROM outputs WHERE job = $1::uuid), s AS (DELETE FROM "
                      "steps WHERE job = $1::uuid) DELETE FROM jobs WHERE id = $1::uuid",
@@ -393,6 +390,7 @@ static void rollback_nowait(pg_conn_t *c) {
 static void txn_free(pg_txn_t *t) {
     store_txn_fini(&t->base);
     free(t->locked);
+    free(t->rows);
     free(t->woke);
     free(t);
 }
@@ -502,6 +500,7 @@ static int pg_txn_commit(ql_txn_t *bt) {
             pg_end_level(t, false);
         } else if (!(rc = pg_end_level(t, true))) {
             pg_merge_locks(pt, t);
+            pg_rows_merge(pt, t);
             pg_changes_merge(pt, t);
             if (t->epoch_cached && !pt->epoch_cached) {
                 pt->epoch_cached = true;

@@ -42,7 +42,9 @@ typedef enum pg_stmt {
     S_SEG_COUNT,
     S_JOB_GET,
     S_JOB_GET_UPDATE,
-    S_JOB_PUT,
+    S_JOB_OLD,
+    S_JOB_INSERT,
+    S_JOB_UPDATE,
     S_JOB_DELETE,
     S_JOB_MODEL,
     S_MODEL_DELETE,
@@ -129,6 +131,15 @@ typedef struct pg_store {
     char *announcement;
 } pg_store_t;
 
+/* A job row a write transaction holds FOR UPDATE (it read or wrote it), with the columns a put
+ * checks: a put of it needs no read of the old row (store_pg_locks.c). */
+typedef struct pg_jobrow {
+    ql_id_t id, model;
+    int64_t create_time;
+    int16_t state;
+    char project[QL_NAME_MAX + 1];
+} pg_jobrow_t;
+
 /* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
  * the advisory locks taken after the savepoint, RELEASE keeps them, docs/postgresql.md). */
 typedef struct pg_txn {
@@ -138,6 +149,10 @@ typedef struct pg_txn {
     int failed;     /* the error that aborted this level (PostgreSQL refuses more), 0: none */
     int64_t *locked;
     size_t n_locked, cap_locked;
+    /* Job rows this level locked (kept per savepoint level like the model locks: a rollback
+     * releases the row locks taken after the savepoint). */
+    pg_jobrow_t *rows;
+    size_t n_rows, cap_rows;
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
     bool begun;        /* top level: its BEGIN went out (it is queued until the first statement) */
@@ -222,6 +237,15 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
 /* Adds the model locks a released savepoint level took to its parent's. */
 void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
+/* The job rows t holds FOR UPDATE: a row locked (read or written) by this level with its
+ * columns; the one seen last, looking from t up its parents; dropping a job's rows from every
+ * level (a delete: a row not found is read again, which is always right); moving a released
+ * level's rows to its parent. Out of memory, nothing is kept: only a cache. */
+void pg_row_note(pg_txn_t *t, const ql_id_t *id, const char *project, const ql_id_t *model,
+                 int64_t create_time, int16_t state);
+const pg_jobrow_t *pg_row_find(const pg_txn_t *t, const ql_id_t *id);
+void pg_row_forget(pg_txn_t *t, const ql_id_t *id);
+void pg_rows_merge(pg_txn_t *into, pg_txn_t *from);
 /* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);

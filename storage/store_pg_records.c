@@ -506,8 +506,55 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     if (rc)
         return rc;
     rc = job_decode(t, r, 0, flags, out);
+    if (rc == 0 && bt->write) { /* locked: a put of it needs no read of the old row */
+        ql_id_t model;
+        pg_get_uuid(r, 0, 2, &model);
+        pg_row_note(t, id, PQgetvalue(r, 0, 1), &model, pg_get_i64(r, 0, 3), pg_get_i16(r, 0, 4));
+    }
     PQclear(r);
     return rc;
+}
+
+/* Writes job j (parameters p) under the model lock: an update of a row this transaction holds
+ * (pg_row_find) at once; otherwise an insert, and only when its id is taken, the old row read
+ * FOR UPDATE and updated. *existed, *was: the old row and its state. */
+static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool *existed,
+                     ql_state_t *was) {
+    const pg_jobrow_t *row = pg_row_find(t, &j->id);
+    PGresult *r;
+    int rc;
+    if (!row) {
+        if ((rc = pg_exec(t, S_JOB_INSERT, p, &r)))
+            return rc;
+        bool inserted = PQntuples(r) == 1;
+        PQclear(r);
+        *existed = false;
+        *was = QL_READY;
+        if (inserted)
+            return 0;
+        pg_params_t id = {0};
+        pg_p_uuid(&id, &j->id);
+        if ((rc = one_row(t, S_JOB_OLD, &id, &r)))
+            return rc == QL_ENOTFOUND ? QL_EJOBCONFLICT : rc; /* the live-jobs constraint */
+        ql_id_t model;
+        pg_get_uuid(r, 0, 1, &model);
+        pg_row_note(t, &j->id, PQgetvalue(r, 0, 0), &model, pg_get_i64(r, 0, 2),
+                    pg_get_i16(r, 0, 3));
+        PQclear(r);
+        if (!(row = pg_row_find(t, &j->id)))
+            return UV_ENOMEM;
+    }
+    /* The creation-time index and the project never change for a job. */
+    if (strcmp(row->project, j->project) || !ql_id_eq(&row->model, &j->model) ||
+        row->create_time != j->create_time)
+        return QL_EINVAL;
+    *existed = true;
+    *was = (ql_state_t)row->state;
+    if ((rc = pg_exec(t, S_JOB_UPDATE, p, &r)))
+        return rc;
+    bool updated = PQntuples(r) == 1;
+    PQclear(r);
+    return updated ? 0 : QL_ECORRUPT; /* the row this transaction holds is gone */
 }
 
 /* Under the model lock. A new job that would overlap a live job of its model is refused by the
@@ -543,19 +590,14 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_p_i64(&p, j->has_range ? j->range_end : 0);
     pg_p_i64(&p, (int64_t)j->fence);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    PGresult *r;
-    if ((rc = one_row(t, S_JOB_PUT, &p, &r)))
+    bool existed;
+    ql_state_t was;
+    if ((rc = job_write(t, j, &p, &existed, &was)))
         return rc;
-    bool existed = !PQgetisnull(r, 0, 0);
-    ql_state_t was = existed ? (ql_state_t)pg_get_i16(r, 0, 0) : QL_READY;
-    if (existed) /* the creation-time index and the project never change for a job */
-        rc = pg_get_i32(r, 0, 1) == 1 ? 0 : QL_EINVAL;
-    else
-        rc = pg_get_i32(r, 0, 2) == 1 ? 0 : QL_EJOBCONFLICT;
-    PQclear(r);
-    if (rc == 0 && store_change_wakes(existed, was, j->state))
+    pg_row_note(t, &j->id, j->project, &j->model, j->create_time, (int16_t)j->state);
+    if (store_change_wakes(existed, was, j->state))
         pg_changes_note(t, &j->id);
-    return rc;
+    return 0;
 }
 
 static int job_row(PGresult *r, int row, void *arg) {
