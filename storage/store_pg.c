@@ -307,6 +307,15 @@ int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
         return QL_EUNAVAILABLE;
     }
     PQclear(r);
+    r = PQprepare(c, PG_LOCK_STMT, PG_LOCK_SQL, 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
+                   PQresultErrorMessage(r));
+        PQclear(r);
+        PQfinish(c);
+        return QL_EUNAVAILABLE;
+    }
+    PQclear(r);
     pg_conn_t *pc = calloc(1, sizeof *pc);
     if (!pc) {
         PQfinish(c);

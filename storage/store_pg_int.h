@@ -92,6 +92,7 @@ typedef enum pg_qkind {
 typedef struct pg_queued {
     char sql[120];
     uint8_t kind;   /* pg_qkind_t */
+    bool lock;      /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
     unsigned level; /* the savepoint level that queued it */
 } pg_queued_t;
 
@@ -197,6 +198,11 @@ int pg_cmd(pg_txn_t *t, const char *sql);
  * and a Q_LEVEL command of another level), so that no answer is given for a change that
  * did not happen. */
 
+/* The model lock, prepared on every pool session when it opens. */
+#define PG_LOCK_STMT "qlock"
+#define PG_LOCK_SQL "SELECT pg_advisory_xact_lock($1::int8)"
+/* Queues the model lock of key (Q_LEVEL), as pg_queue. */
+int pg_queue_lock(pg_txn_t *t, int64_t key);
 /* Queues sql (shorter than pg_queued_t.sql) of kind on t's connection; a full queue is sent
  * first. Returns 0 or the error of that send. */
 int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind);

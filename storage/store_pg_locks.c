@@ -39,9 +39,7 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
      * lock that times out fails that statement's round trip (store_pg_pipe.c). */
     if (t->failed)
         return t->failed;
-    char sql[64];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_xact_lock(%lld)", (long long)key);
-    int rc = pg_queue(t, sql, Q_LEVEL);
+    int rc = pg_queue_lock(t, key);
     if (!rc)
         t->locked[t->n_locked++] = key;
     return rc;

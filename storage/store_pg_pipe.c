@@ -105,7 +105,9 @@ static int pipeline(pg_txn_t *t, const pg_call_t *call, PGresult **res) {
     pipe_res_t pr = {.first_err = -1, .xid_step = -1};
     bool ok = PQenterPipelineMode(c);
     for (int i = 0; ok && i < n; i++) {
-        ok = PQsendQueryParams(c, q[i].sql, 0, NULL, NULL, NULL, NULL, 0);
+        const char *key = q[i].sql;
+        ok = q[i].lock ? PQsendQueryPrepared(c, PG_LOCK_STMT, 1, &key, NULL, NULL, 0)
+                       : PQsendQueryParams(c, q[i].sql, 0, NULL, NULL, NULL, NULL, 0);
         if (q[i].kind == Q_XID)
             pr.xid_step = i;
     }
@@ -198,8 +200,18 @@ int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind) {
     pg_queued_t *q = &pc->queued[pc->n_queued++];
     snprintf(q->sql, sizeof q->sql, "%s", sql);
     q->kind = (uint8_t)kind;
+    q->lock = false;
     q->level = t->level;
     return 0;
+}
+
+int pg_queue_lock(pg_txn_t *t, int64_t key) {
+    char k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    int rc = pg_queue(t, k, Q_LEVEL);
+    if (!rc)
+        t->conn->queued[t->conn->n_queued - 1].lock = true;
+    return rc;
 }
 
 int pg_end_level(pg_txn_t *t, bool keep) {
