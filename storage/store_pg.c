@@ -2,7 +2,7 @@
  * The PostgreSQL backend: connections, transactions, savepoints, errors, the schema, and its
  * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c,
  * the model lock and the fence epoch in store_pg_locks.c, wake-ups (NOTIFY and the change
- * session) in store_pg_changes.c.
+ * session) in store_pg_changes.c, the pipelining of a session's commands in store_pg_pipe.c.
  *
  * DESIGN (docs/postgresql.md, docs/design/multi-host.md).
  * - Connections: a mutex-guarded pool of at most pool_size sessions, each with search_path set
@@ -16,6 +16,9 @@
  *   reads lock their row (jobs and segments FOR UPDATE, projects and models FOR SHARE); the fence
  *   epoch is read FOR SHARE once per transaction. Uniqueness and the live-job rule come from
  *   constraints with ON CONFLICT DO NOTHING, so an expected conflict never aborts a savepoint.
+ * - Round trips: BEGIN, SAVEPOINT, RELEASE, the model lock and CLOSE are queued on the
+ *   connection and sent in one pipeline with the next statement (store_pg_pipe.c, which says how
+ *   their failures fail a level or the whole transaction); a top-level ROLLBACK is not waited for.
  * - Errors: a statement error aborts the (sub)transaction on the server; the level is marked
  *   failed and refuses further statements, its commit fails, and its abort rolls back to its
  *   savepoint, leaving the parent usable.
@@ -55,6 +58,9 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
     [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND_SHARE] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text "
+                           "FOR SHARE",
     [S_MODEL_OLD] = "SELECT project, name FROM models WHERE id = $1::uuid FOR UPDATE",
     [S_MODEL_INSERT] = "INSERT INTO models (id, project, name, rec) VALUES ($1::uuid, $2::text, "
                        "$3::text, $4::bytea) ON CONFLICT DO NOTHING RETURNING 1",
@@ -70,10 +76,18 @@ static const char *const stmt_sql[S_COUNT] = {
                      "ON CONFLICT (id) DO UPDATE SET model = EXCLUDED.model, start_ms = "
                      "EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms, status = EXCLUDED.status, "
                      "rec = EXCLUDED.rec",
+    /* The common put: the segment is new or stays in its model (whose lock the put holds). No
+     * row: it exists in another model, whose lock the put must take first (pg_segment_put). */
+    [S_SEG_PUT_SAME] = "INSERT INTO segments (id, model, start_ms, end_ms, status, rec) VALUES "
+                       "($1::uuid, $2::uuid, $3::int8, $4::int8, $5::int2, $6::bytea) "
+                       "ON CONFLICT (id) DO UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = "
+                       "EXCLUDED.end_ms, status = EXCLUDED.status, rec = EXCLUDED.rec WHERE "
+                       "segments.model = EXCLUDED.model RETURNING 1",
     [S_SEG_DELETE] = "DELETE FROM segments WHERE id = $1::uuid RETURNING model",
     [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
     [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
-    [S_JOB_GET_UPDATE] = "SELECT rec FROM jobs WHERE id = $1::uuid FOR UPDATE",
+    [S_JOB_GET_UPDATE] = "SELECT rec, project, model, create_time, state FROM jobs WHERE id = "
+                         "$1::uuid FOR UPDATE",
     [S_JOB_OLD] = "SELECT project, model, create_time, state FROM jobs WHERE id = $1::uuid "
                   "FOR UPDATE",
     [S_JOB_INSERT] = "INSERT INTO jobs (id, project, model, state, priority, create_time, "
@@ -85,7 +99,7 @@ static const char *const stmt_sql[S_COUNT] = {
                      "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
                      "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
                      "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
-                     "create_time = $6::int8",
+                     "create_time = $6::int8 RETURNING 1",
     /* The steps and outputs with the job, in one statement (data-modifying WITH). */
     [S_JOB_DELETE] = "WITH o AS (DELETE FROM outputs WHERE job = $1::uuid), s AS (DELETE FROM "
                      "steps WHERE job = $1::uuid) DELETE FROM jobs WHERE id = $1::uuid",
@@ -106,7 +120,6 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_OUT_GET] = "SELECT body FROM outputs WHERE job = $1::uuid AND seq = $2::int4",
     [S_OUT_PUT] = "INSERT INTO outputs (job, seq, body) VALUES ($1::uuid, $2::int4, $3::bytea) "
                   "ON CONFLICT (job, seq) DO UPDATE SET body = EXCLUDED.body",
-    [S_MODEL_LOCK] = "SELECT pg_advisory_xact_lock($1::int8)",
     [S_XACT_STATUS] = "SELECT pg_xact_status($1::text::xid8)",
     /* ON CONFLICT DO UPDATE locks the existing row even when its WHERE refuses the update, so
      * a refused claim still holds the row until the transaction ends. */
@@ -144,59 +157,24 @@ static const char *const walk_sql[W_COUNT] = {
 
 /* ---- errors (pg_sqlstate_err: store_pg_params.c) ---- */
 
-static int result_err(pg_txn_t *t, PGresult *r) {
-    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    int rc = PQstatus(t->conn->c) == CONNECTION_BAD ? QL_EUNAVAILABLE : pg_sqlstate_err(st);
-    if (getenv("QL_PG_DEBUG"))
-        fprintf(stderr, "pg: %s (%s)\n", r ? PQresultErrorMessage(r) : PQerrorMessage(t->conn->c),
-                st ? st : "-");
-    t->failed = rc;
-    return rc;
-}
-
 /* ---- statements on a transaction's connection ---- */
 
 int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
-    if (res)
-        *res = NULL;
-    if (t->failed)
-        return t->failed;
     char name[16];
     snprintf(name, sizeof name, "q%d", (int)stmt);
-    PGconn *c = t->conn->c;
-    if (!(t->conn->prepared & (1ull << stmt))) {
-        PGresult *r = PQprepare(c, name, stmt_sql[stmt], 0, NULL);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            int rc = result_err(t, r);
-            PQclear(r);
-            return rc;
-        }
-        PQclear(r);
-        t->conn->prepared |= 1ull << stmt;
-    }
-    static const pg_params_t none;
-    if (!p)
-        p = &none;
-    PGresult *r = PQexecPrepared(c, name, p->n, p->v, p->len, p->fmt, 1);
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
-        int rc = result_err(t, r);
-        PQclear(r);
-        return rc;
-    }
-    if (res)
-        *res = r;
-    else
-        PQclear(r);
-    return 0;
+    pg_call_t call = {
+        .name = name, .prep_bit = (unsigned)stmt, .sql = stmt_sql[stmt], .p = p, .format = 1};
+    return pg_run(t, &call, res);
 }
 
 int pg_cmd(pg_txn_t *t, const char *sql) {
+    int rc = pg_flush(t);
+    if (rc)
+        return rc;
     PGresult *r = PQexec(t->conn->c, sql);
     ExecStatusType st = PQresultStatus(r);
-    int rc = 0;
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        rc = result_err(t, r);
+        rc = pg_result_err(t, r);
     PQclear(r);
     return rc;
 }
@@ -214,25 +192,12 @@ static const bool walk_small[W_COUNT] = {
 static int walk_all(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg) {
     char name[16];
     snprintf(name, sizeof name, "w%d", (int)w);
-    unsigned bit = S_COUNT + (unsigned)w;
-    PGconn *c = t->conn->c;
-    if (!(t->conn->prepared & (1ull << bit))) {
-        PGresult *r = PQprepare(c, name, walk_sql[w], 0, NULL);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            int rc = result_err(t, r);
-            PQclear(r);
-            return rc;
-        }
-        PQclear(r);
-        t->conn->prepared |= 1ull << bit;
-    }
-    PGresult *r = PQexecPrepared(c, name, p->n, p->v, p->len, p->fmt, 1);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        int rc = result_err(t, r);
-        PQclear(r);
+    pg_call_t call = {
+        .name = name, .prep_bit = S_COUNT + (unsigned)w, .sql = walk_sql[w], .p = p, .format = 1};
+    PGresult *r;
+    int rc = pg_run(t, &call, &r);
+    if (rc)
         return rc;
-    }
-    int rc = 0;
     for (int i = 0; i < PQntuples(r) && !rc; i++) {
         rc = row(r, i, arg);
         if (!rc && t->failed)
@@ -258,22 +223,16 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
     snprintf(decl, sizeof decl, "DECLARE qc%u BINARY NO SCROLL CURSOR FOR %s", id, walk_sql[w]);
     snprintf(fetch, sizeof fetch, "FETCH 256 FROM qc%u", id);
     snprintf(close_, sizeof close_, "CLOSE qc%u", id);
-    PGresult *r = PQexecParams(t->conn->c, decl, p->n, NULL, p->v, p->len, p->fmt, 1);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        int rc = result_err(t, r);
-        PQclear(r);
+    pg_call_t call = {.sql = decl, .p = p, .format = 1};
+    int rc = pg_run(t, &call, NULL);
+    if (rc)
         return rc;
-    }
-    PQclear(r);
-    int rc = 0;
     bool done = false;
     while (!rc && !done) {
-        r = PQexecParams(t->conn->c, fetch, 0, NULL, NULL, NULL, NULL, 1);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            rc = result_err(t, r);
-            PQclear(r);
+        PGresult *r;
+        call = (pg_call_t){.sql = fetch, .format = 1};
+        if ((rc = pg_run(t, &call, &r)))
             return rc;
-        }
         int n = PQntuples(r);
         done = n < 256;
         for (int i = 0; i < n && !rc; i++)
@@ -282,8 +241,8 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
         if (!rc && t->failed) /* a callback's statement failed this level */
             rc = t->failed;
     }
-    if (!t->failed) {
-        int crc = pg_cmd(t, close_);
+    if (!t->failed) { /* sent with the next statement */
+        int crc = pg_queue(t, close_, Q_TOP);
         if (!rc)
             rc = crc;
     }
@@ -348,6 +307,15 @@ int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
         return QL_EUNAVAILABLE;
     }
     PQclear(r);
+    r = PQprepare(c, PG_LOCK_STMT, PG_LOCK_SQL, 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
+                   PQresultErrorMessage(r));
+        PQclear(r);
+        PQfinish(c);
+        return QL_EUNAVAILABLE;
+    }
+    PQclear(r);
     pg_conn_t *pc = calloc(1, sizeof *pc);
     if (!pc) {
         PQfinish(c);
@@ -373,7 +341,7 @@ static int pool_get(pg_store_t *s, pg_conn_t **out) {
             s->idle = c->next;
             pthread_mutex_unlock(&s->pool_lock);
             c->next = NULL;
-            if (PQstatus(c->c) == CONNECTION_OK) {
+            if (pg_conn_settle(c)) {
                 *out = c;
                 return 0;
             }
@@ -400,7 +368,10 @@ static int pool_get(pg_store_t *s, pg_conn_t **out) {
 }
 
 static void pool_put(pg_store_t *s, pg_conn_t *c) {
-    bool broken = PQstatus(c->c) != CONNECTION_OK || PQtransactionStatus(c->c) != PQTRANS_IDLE;
+    /* A connection whose ROLLBACK was sent without waiting is settled at its next use. */
+    bool broken = PQstatus(c->c) != CONNECTION_OK || PQpipelineStatus(c->c) != PQ_PIPELINE_OFF ||
+                  (!c->rollback_sent && PQtransactionStatus(c->c) != PQTRANS_IDLE);
+    c->n_queued = 0;
     pthread_mutex_lock(&s->pool_lock);
     if (broken) {
         s->n_open--;
@@ -416,9 +387,19 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
 
 /* ---- transactions ---- */
 
+/* Ends a top-level transaction without waiting for the answer, which the connection's next
+ * user reads (pg_conn_settle): the server has ended it (locks and snapshot released) by the
+ * time the answer arrives either way. */
+static void rollback_nowait(pg_conn_t *c) {
+    c->n_queued = 0;
+    if (PQsendQuery(c->c, "ROLLBACK"))
+        c->rollback_sent = true;
+}
+
 static void txn_free(pg_txn_t *t) {
     store_txn_fini(&t->base);
     free(t->locked);
+    free(t->rows);
     free(t->woke);
     free(t);
 }
@@ -444,9 +425,9 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         }
         t->conn = pt->conn;
         t->level = pt->level + 1;
-        char sql[32];
+        char sql[32]; /* sent with the level's first statement, or never */
         snprintf(sql, sizeof sql, "SAVEPOINT s%u", t->level);
-        if ((rc = pg_cmd(t, sql))) {
+        if ((rc = pg_queue(t, sql, Q_LEVEL))) {
             pt->failed = rc;
             free(t);
             return rc;
@@ -458,28 +439,23 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         free(t);
         return rc;
     }
+    /* The BEGIN is queued: it goes out with the first statement, in the same round trip (a
+     * transaction that runs none sends nothing). A write whose client stops (SIGSTOP) between
+     * statements would keep its row locks, the fence row's among them, and so hold up a new
+     * master's epoch raise: the server ends the session once it idles inside the transaction
+     * past the stall bound. The write's transaction id is read for an ambiguous commit. */
     if (write) {
-        /* A write whose client stops (SIGSTOP) between statements would keep its row locks,
-         * the fence row's among them, and so hold up a new master's epoch raise: the server
-         * ends the session once it idles inside the transaction past the stall bound. */
-        char begin[160];
-        snprintf(begin, sizeof begin,
-                 "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_"
-                 "timeout = %lld; SELECT pg_current_xact_id()::text",
+        char xid[120]; /* the id, and SET LOCAL of the timeout, in one statement */
+        snprintf(xid, sizeof xid,
+                 "SELECT pg_current_xact_id()::text, set_config('idle_in_transaction_session_"
+                 "timeout', '%lld', true)",
                  (long long)pgs(s)->idle_write_ms);
-        PGresult *r = PQexec(t->conn->c, begin);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-            rc = result_err(t, r);
-            PQclear(r);
-            if (PQtransactionStatus(t->conn->c) != PQTRANS_IDLE)
-                PQclear(PQexec(t->conn->c, "ROLLBACK"));
-            pool_put(pgs(s), t->conn);
-            free(t);
-            return rc;
-        }
-        snprintf(t->xid, sizeof t->xid, "%s", PQgetvalue(r, 0, 0));
-        PQclear(r);
-    } else if ((rc = pg_cmd(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"))) {
+        if (!(rc = pg_queue(t, "BEGIN ISOLATION LEVEL READ COMMITTED", Q_TOP)))
+            rc = pg_queue(t, xid, Q_XID);
+    } else {
+        rc = pg_queue(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP);
+    }
+    if (rc) {
         pool_put(pgs(s), t->conn);
         free(t);
         return rc;
@@ -528,45 +504,43 @@ static int pg_txn_commit(ql_txn_t *bt) {
     pg_store_t *s = pgs(bt->store);
     int rc;
     if (bt->parent) {
-        char sql[64];
         pg_txn_t *pt = pgt(bt->parent);
-        if (t->failed) {
-            rc = t->failed;
-            snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT s%u; RELEASE SAVEPOINT s%u", t->level,
-                     t->level);
-            t->failed = 0;
-            if (pg_cmd(t, sql))
-                pt->failed = t->failed;
-        } else {
-            snprintf(sql, sizeof sql, "RELEASE SAVEPOINT s%u", t->level);
-            if ((rc = pg_cmd(t, sql))) {
-                pt->failed = rc;
-            } else {
-                pg_merge_locks(pt, t);
-                pg_changes_merge(pt, t);
-                if (t->epoch_cached && !pt->epoch_cached) {
-                    pt->epoch_cached = true;
-                    pt->epoch_rc = t->epoch_rc;
-                    pt->epoch = t->epoch;
-                }
+        if ((rc = t->failed)) {
+            pg_end_level(t, false);
+        } else if (!(rc = pg_end_level(t, true))) {
+            pg_merge_locks(pt, t);
+            pg_rows_merge(pt, t);
+            pg_changes_merge(pt, t);
+            if (t->epoch_cached && !pt->epoch_cached) {
+                pt->epoch_cached = true;
+                pt->epoch_rc = t->epoch_rc;
+                pt->epoch = t->epoch;
             }
         }
         txn_free(t);
         return rc;
     }
-    if (!bt->write || t->failed) {
+    if (!t->begun) { /* nothing was sent: nothing to commit or roll back */
         rc = t->failed;
-        PQclear(PQexec(t->conn->c, "ROLLBACK"));
+    } else if (!bt->write || t->failed) {
+        rc = t->failed;
+        rollback_nowait(t->conn);
     } else {
-        char sql[PG_COMMIT_SQL_MAX]; /* COMMIT, after the NOTIFY of the jobs it wakes */
-        PGresult *r = PQexec(t->conn->c, pg_changes_commit_sql(t, sql));
+        /* COMMIT, after the NOTIFY of the jobs it wakes and what is still queued (a RELEASE) */
+        char tail[PG_COMMIT_SQL_MAX], sql[PG_COMMIT_SQL_MAX + PG_QUEUE_MAX * 128];
+        size_t n = 0;
+        for (int i = 0; i < t->conn->n_queued; i++)
+            n += (size_t)snprintf(sql + n, sizeof sql - n, "%s; ", t->conn->queued[i].sql);
+        t->conn->n_queued = 0;
+        snprintf(sql + n, sizeof sql - n, "%s", pg_changes_commit_sql(t, tail));
+        PGresult *r = PQexec(t->conn->c, sql);
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT"))
             rc = 0;
         else if (PQstatus(t->conn->c) == CONNECTION_BAD)
             rc = resolve_commit(t);
         else
-            rc = st == PGRES_COMMAND_OK ? QL_ETRANSIENT : result_err(t, r);
+            rc = st == PGRES_COMMAND_OK ? QL_ETRANSIENT : pg_result_err(t, r);
         PQclear(r);
     }
     pool_put(s, t->conn);
@@ -579,16 +553,12 @@ static int pg_txn_commit(ql_txn_t *bt) {
 static void pg_txn_abort(ql_txn_t *bt) {
     pg_txn_t *t = pgt(bt);
     if (bt->parent) {
-        char sql[64];
-        snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT s%u; RELEASE SAVEPOINT s%u", t->level,
-                 t->level);
-        t->failed = 0;
-        if (pg_cmd(t, sql))
-            pgt(bt->parent)->failed = t->failed;
+        pg_end_level(t, false);
         txn_free(t); /* with the epoch it kept: its share lock went with the rollback */
         return;
     }
-    PQclear(PQexec(t->conn->c, "ROLLBACK"));
+    if (t->begun)
+        rollback_nowait(t->conn);
     pool_put(pgs(bt->store), t->conn);
     txn_free(t);
 }
@@ -681,15 +651,13 @@ static int pg_stat(ql_store_t *bs, ql_store_stat_t *out) {
     int rc = ql_txn_begin(bs, false, &t);
     if (rc)
         return rc;
-    PGresult *r = PQexecParams(pgt(t)->conn->c, "SELECT pg_database_size(current_database())", 0,
-                               NULL, NULL, NULL, NULL, 0);
-    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+    pg_call_t call = {.sql = "SELECT pg_database_size(current_database())"};
+    PGresult *r;
+    if (!(rc = pg_run(pgt(t), &call, &r))) {
         out->map_size = 0;
         out->used_bytes = out->file_bytes = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
-    } else {
-        rc = result_err(pgt(t), r);
+        PQclear(r);
     }
-    PQclear(r);
     ql_txn_abort(t);
     return rc;
 }

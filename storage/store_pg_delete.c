@@ -27,6 +27,7 @@ int pg_job_delete(ql_txn_t *bt, const ql_id_t *id) {
         return QL_ENOTFOUND;
     if ((rc = pg_lock_model(t, &model)))
         return rc;
+    pg_row_forget(t, id);
     if ((rc = pg_exec(t, S_JOB_DELETE, &p, &r)))
         return rc;
     found = strcmp(PQcmdTuples(r), "0") != 0;

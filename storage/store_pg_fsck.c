@@ -363,6 +363,8 @@ int pg_fsck(ql_store_t *s, void *out_file, ql_fsck_report_t *report) {
     f.z = ql_txn_zone(f.txn);
     if (!f.z)
         rc = UV_ENOMEM;
+    else
+        rc = pg_flush(f.t); /* its BEGIN: the passes below run their statements directly */
     if (!rc)
         rc = check_meta(&f);
     int (*const passes[])(pgf_t *) = {pgf_projects,         pgf_models, pgf_segments,

@@ -26,6 +26,8 @@ typedef enum pg_stmt {
     S_MODEL_GET_SHARE,
     S_MODEL_EXISTS,
     S_MODEL_ID_BY_NAME,
+    S_MODEL_FIND,
+    S_MODEL_FIND_SHARE,
     S_MODEL_OLD,
     S_MODEL_INSERT,
     S_MODEL_UPDATE,
@@ -35,6 +37,7 @@ typedef enum pg_stmt {
     S_SEG_EXISTS,
     S_SEG_OLD,
     S_SEG_UPSERT,
+    S_SEG_PUT_SAME,
     S_SEG_DELETE,
     S_SEG_COUNT,
     S_JOB_GET,
@@ -52,7 +55,6 @@ typedef enum pg_stmt {
     S_STEP_PUT,
     S_OUT_GET,
     S_OUT_PUT,
-    S_MODEL_LOCK,
     S_XACT_STATUS,
     S_FENCE_CLAIM,
     S_COUNT
@@ -78,9 +80,28 @@ typedef enum pg_walk {
     W_COUNT
 } pg_walk_t;
 
+/* A command queued on a connection, sent in the same round trip as the next statement
+ * (store_pg_pipe.c): its answer matters only when it fails. */
+typedef enum pg_qkind {
+    Q_LEVEL, /* fails the savepoint level that queued it (a SAVEPOINT, a model lock) */
+    Q_TOP,   /* fails the whole transaction (BEGIN, RELEASE, ROLLBACK TO, CLOSE) */
+    Q_XID,   /* the transaction id of a write: kept in the top level's xid */
+} pg_qkind_t;
+
+#define PG_QUEUE_MAX 8
+typedef struct pg_queued {
+    char sql[120];
+    uint8_t kind;   /* pg_qkind_t */
+    bool lock;      /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
+    unsigned level; /* the savepoint level that queued it */
+} pg_queued_t;
+
 typedef struct pg_conn {
     PGconn *c;
-    uint64_t prepared; /* bit per pg_stmt_t */
+    uint64_t prepared;  /* bit per pg_stmt_t */
+    bool rollback_sent; /* a ROLLBACK sent without waiting: its answer is read at the next use */
+    int n_queued;
+    pg_queued_t queued[PG_QUEUE_MAX];
     struct pg_conn *next;
 } pg_conn_t;
 
@@ -111,6 +132,15 @@ typedef struct pg_store {
     char *announcement;
 } pg_store_t;
 
+/* A job row a write transaction holds FOR UPDATE (it read or wrote it), with the columns a put
+ * checks: a put of it needs no read of the old row (store_pg_locks.c). */
+typedef struct pg_jobrow {
+    ql_id_t id, model;
+    int64_t create_time;
+    int16_t state;
+    char project[QL_NAME_MAX + 1];
+} pg_jobrow_t;
+
 /* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
  * the advisory locks taken after the savepoint, RELEASE keeps them, docs/postgresql.md). */
 typedef struct pg_txn {
@@ -120,8 +150,13 @@ typedef struct pg_txn {
     int failed;     /* the error that aborted this level (PostgreSQL refuses more), 0: none */
     int64_t *locked;
     size_t n_locked, cap_locked;
+    /* Job rows this level locked (kept per savepoint level like the model locks: a rollback
+     * releases the row locks taken after the savepoint). */
+    pg_jobrow_t *rows;
+    size_t n_rows, cap_rows;
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
+    bool begun;        /* top level: its BEGIN went out (it is queued until the first statement) */
     bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
     int epoch_rc;
     uint64_t epoch;
@@ -153,8 +188,50 @@ void pg_p_bytes(pg_params_t *p, const void *data, size_t len);
 /* Runs a prepared statement in t; *res (may be NULL: cleared) gets the result, binary, which
  * the caller PQclear()s. Returns 0 or the mapped error; an error marks t failed. */
 int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res);
-/* Runs a text command (BEGIN, SAVEPOINT, ...) on t's connection. */
+/* Runs a text command on t's connection, after what is queued on it. */
 int pg_cmd(pg_txn_t *t, const char *sql);
+
+/* ---- the round trips of a connection (store_pg_pipe.c) ----
+ * BEGIN, SAVEPOINT, RELEASE, ROLLBACK TO, the model lock and CLOSE are queued on the connection
+ * and sent in one pipeline with the next statement, which the server runs after them in order;
+ * a failure of a queued command fails the level that queued it, or the whole transaction (Q_TOP,
+ * and a Q_LEVEL command of another level), so that no answer is given for a change that
+ * did not happen. */
+
+/* The model lock, prepared on every pool session when it opens. */
+#define PG_LOCK_STMT "qlock"
+#define PG_LOCK_SQL "SELECT pg_advisory_xact_lock($1::int8)"
+/* Queues the model lock of key (Q_LEVEL), as pg_queue. */
+int pg_queue_lock(pg_txn_t *t, int64_t key);
+/* Queues sql (shorter than pg_queued_t.sql) of kind on t's connection; a full queue is sent
+ * first. Returns 0 or the error of that send. */
+int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind);
+/* Sends what is queued on t's connection now (one round trip; none when nothing is). */
+int pg_flush(pg_txn_t *t);
+/* A statement run after what is queued: the prepared one named name (prepared from sql first
+ * when the connection has not yet), or sql with parameters when name is NULL. */
+typedef struct pg_call {
+    const char *name;
+    unsigned prep_bit; /* the bit of conn->prepared that says name is prepared */
+    const char *sql;
+    const pg_params_t *p;
+    int format; /* of the result: 1 binary, 0 text */
+} pg_call_t;
+/* Runs call after what is queued, in one round trip; *res gets its result (TUPLES_OK or
+ * COMMAND_OK; the caller PQclear()s it). Returns 0 or the mapped error (t marked failed). */
+int pg_run(pg_txn_t *t, const pg_call_t *call, PGresult **res);
+/* The top level of t. */
+pg_txn_t *pg_top(pg_txn_t *t);
+/* Ends nested level t on its connection: released (keep) or rolled back to its savepoint.
+ * Nothing is sent for a level whose SAVEPOINT is still queued; otherwise the RELEASE (and
+ * ROLLBACK TO) go with the parent's next statement or its COMMIT. Returns 0, or the error of a
+ * send that a kept level's queued lock needed. */
+int pg_end_level(pg_txn_t *t, bool keep);
+/* A connection taken from the pool: reads the answer of a ROLLBACK sent without waiting;
+ * false: the connection is unusable. */
+bool pg_conn_settle(pg_conn_t *c);
+/* Maps the error of result r (NULL: the connection's) and marks t failed. */
+int pg_result_err(pg_txn_t *t, PGresult *r);
 
 typedef int (*pg_row_fn)(PGresult *res, int row, void *arg);
 /* Walks the rows of a cursor query 256 at a time; row returns 0 to go on, > 0 to stop (the
@@ -166,6 +243,15 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
 /* Adds the model locks a released savepoint level took to its parent's. */
 void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
+/* The job rows t holds FOR UPDATE: a row locked (read or written) by this level with its
+ * columns; the one seen last, looking from t up its parents; dropping a job's rows from every
+ * level (a delete: a row not found is read again, which is always right); moving a released
+ * level's rows to its parent. Out of memory, nothing is kept: only a cache. */
+void pg_row_note(pg_txn_t *t, const ql_id_t *id, const char *project, const ql_id_t *model,
+                 int64_t create_time, int16_t state);
+const pg_jobrow_t *pg_row_find(const pg_txn_t *t, const ql_id_t *id);
+void pg_row_forget(pg_txn_t *t, const ql_id_t *id);
+void pg_rows_merge(pg_txn_t *into, pg_txn_t *from);
 /* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);

@@ -4,7 +4,9 @@
  */
 #include "store_pg_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static bool level_holds(const pg_txn_t *t, int64_t key) {
     for (const pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
@@ -33,9 +35,11 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
         t->locked = p;
         t->cap_locked = cap;
     }
-    pg_params_t p = {0};
-    pg_p_i64(&p, key);
-    int rc = pg_exec(t, S_MODEL_LOCK, &p, NULL);
+    /* Queued: sent with the next statement, which the server runs after it, under the lock. A
+     * lock that times out fails that statement's round trip (store_pg_pipe.c). */
+    if (t->failed)
+        return t->failed;
+    int rc = pg_queue_lock(t, key);
     if (!rc)
         t->locked[t->n_locked++] = key;
     return rc;
@@ -89,5 +93,64 @@ void pg_merge_locks(pg_txn_t *into, pg_txn_t *from) {
             into->cap_locked = cap;
         }
         into->locked[into->n_locked++] = from->locked[i];
+    }
+}
+
+/* ---- job rows held FOR UPDATE ---- */
+
+static pg_jobrow_t *row_slot(pg_txn_t *t, const ql_id_t *id) {
+    for (size_t i = 0; i < t->n_rows; i++)
+        if (ql_id_eq(&t->rows[i].id, id))
+            return &t->rows[i];
+    if (t->n_rows == t->cap_rows) {
+        size_t cap = t->cap_rows ? t->cap_rows * 2 : 8;
+        pg_jobrow_t *p = realloc(t->rows, cap * sizeof *p);
+        if (!p)
+            return NULL;
+        t->rows = p;
+        t->cap_rows = cap;
+    }
+    return &t->rows[t->n_rows++];
+}
+
+void pg_row_note(pg_txn_t *t, const ql_id_t *id, const char *project, const ql_id_t *model,
+                 int64_t create_time, int16_t state) {
+    if (!t->base.write || strlen(project) > QL_NAME_MAX)
+        return;
+    pg_jobrow_t *r = row_slot(t, id);
+    if (!r) {
+        pg_row_forget(t, id); /* a parent's row may be older */
+        return;
+    }
+    r->id = *id;
+    r->model = *model;
+    r->create_time = create_time;
+    r->state = state;
+    memcpy(r->project, project, strlen(project) + 1);
+}
+
+const pg_jobrow_t *pg_row_find(const pg_txn_t *t, const ql_id_t *id) {
+    for (const pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        for (size_t i = 0; i < l->n_rows; i++)
+            if (ql_id_eq(&l->rows[i].id, id))
+                return &l->rows[i];
+    return NULL;
+}
+
+void pg_row_forget(pg_txn_t *t, const ql_id_t *id) {
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        for (size_t i = 0; i < l->n_rows; i++)
+            if (ql_id_eq(&l->rows[i].id, id))
+                l->rows[i--] = l->rows[--l->n_rows];
+}
+
+void pg_rows_merge(pg_txn_t *into, pg_txn_t *from) {
+    for (size_t i = 0; i < from->n_rows; i++) {
+        pg_jobrow_t *r = row_slot(into, &from->rows[i].id);
+        if (!r) {
+            pg_row_forget(into, &from->rows[i].id); /* no stale row may stay */
+            continue;
+        }
+        *r = from->rows[i];
     }
 }

@@ -118,16 +118,6 @@ static int encode_chunk(probe_buf_t *b, const ql_probe_target_t *tg, size_t n, p
     return 0;
 }
 
-static int query_err(pg_txn_t *t, PGresult *r) {
-    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    int rc = PQstatus(t->conn->c) == CONNECTION_BAD ? QL_EUNAVAILABLE : pg_sqlstate_err(st);
-    if (getenv("QL_PG_DEBUG"))
-        fprintf(stderr, "pg: %s (%s)\n", r ? PQresultErrorMessage(r) : PQerrorMessage(t->conn->c),
-                st ? st : "-");
-    t->failed = rc;
-    return rc;
-}
-
 /* Collects the rows of chunk target k (1-based ordinality) from *row on, and answers it. */
 static int answer(pg_txn_t *t, PGresult *r, int *row, int64_t k, size_t index, probe_buf_t *b,
                   ql_probe_cb cb, void *arg) {
@@ -171,12 +161,10 @@ static int probe_chunk(pg_txn_t *t, const ql_probe_target_t *targets, size_t fir
     pg_params_t p = {0};
     if ((rc = encode_chunk(b, targets + first, n, &p)))
         return rc;
-    PGresult *r = PQexecParams(t->conn->c, probe_sql, p.n, NULL, p.v, p.len, p.fmt, 1);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = query_err(t, r);
-        PQclear(r);
+    pg_call_t call = {.sql = probe_sql, .p = &p, .format = 1}; /* after the queued locks */
+    PGresult *r;
+    if ((rc = pg_run(t, &call, &r)))
         return rc;
-    }
     int row = 0;
     for (size_t i = 0; i < n && !rc; i++) {
         rc = answer(t, r, &row, (int64_t)i + 1, first + i, b, cb, arg);

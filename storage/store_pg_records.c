@@ -259,14 +259,13 @@ int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned 
     pg_p_text(&p, project);
     pg_p_text(&p, name);
     PGresult *r;
-    int rc = one_row(pgt(bt), S_MODEL_ID_BY_NAME, &p, &r);
+    /* A write transaction locks it as ql_model_get does. */
+    int rc = one_row(pgt(bt), bt->write ? S_MODEL_FIND_SHARE : S_MODEL_FIND, &p, &r);
     if (rc)
         return rc;
-    ql_id_t id;
-    pg_get_uuid(r, 0, 0, &id);
+    rc = model_decode(pgt(bt), r, 0, flags, out);
     PQclear(r);
-    /* Through the point read, so a write transaction locks it as ql_model_get does. */
-    return pg_model_get(bt, &id, flags, out);
+    return rc;
 }
 
 /* Inserts or replaces by id. The project is read FOR SHARE (it must exist, and an update of it
@@ -379,38 +378,44 @@ int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
     return rc;
 }
 
-/* Under the model lock (of the old model too, when a segment moves). */
+/* Under the model lock (of the old model too, when a segment moves). The model's lock goes out
+ * with the put, which writes only a segment that is new or stays in that model; one that moves
+ * (no row answered) is written again after its old model's lock. */
 int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     pg_txn_t *t = pgt(bt);
     if (!bt->write || ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
         ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
         return QL_EINVAL;
-    pg_params_t p = {0};
-    pg_p_uuid(&p, &s->id);
-    PGresult *r;
-    int rc = one_row(t, S_SEG_OLD, &p, &r);
-    if (rc == 0) {
-        ql_id_t old;
-        pg_get_uuid(r, 0, 0, &old);
-        PQclear(r);
-        if (!ql_id_eq(&old, &s->model) && (rc = pg_lock_model(t, &old)))
-            return rc;
-    } else if (rc != QL_ENOTFOUND) {
-        return rc;
-    }
-    if ((rc = pg_lock_model(t, &s->model)))
+    int rc = pg_lock_model(t, &s->model);
+    if (rc)
         return rc;
     s->layer = 0; /* an LMDB index detail */
     ql_buf_reset(&bt->buf);
     if ((rc = ql_segment_encode(s, &bt->buf)))
         return rc;
-    p = (pg_params_t){0};
+    pg_params_t p = {0};
     pg_p_uuid(&p, &s->id);
     pg_p_uuid(&p, &s->model);
     pg_p_i64(&p, s->start);
     pg_p_i64(&p, s->end);
     pg_p_i16(&p, (int16_t)s->status);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    PGresult *r;
+    if ((rc = pg_exec(t, S_SEG_PUT_SAME, &p, &r)))
+        return rc;
+    bool done = PQntuples(r) == 1;
+    PQclear(r);
+    if (done)
+        return 0;
+    pg_params_t id = {0};
+    pg_p_uuid(&id, &s->id);
+    if ((rc = one_row(t, S_SEG_OLD, &id, &r)))
+        return rc;
+    ql_id_t old;
+    pg_get_uuid(r, 0, 0, &old);
+    PQclear(r);
+    if ((rc = pg_lock_model(t, &old)))
+        return rc;
     return pg_exec(t, S_SEG_UPSERT, &p, NULL);
 }
 
@@ -501,8 +506,55 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     if (rc)
         return rc;
     rc = job_decode(t, r, 0, flags, out);
+    if (rc == 0 && bt->write) { /* locked: a put of it needs no read of the old row */
+        ql_id_t model;
+        pg_get_uuid(r, 0, 2, &model);
+        pg_row_note(t, id, PQgetvalue(r, 0, 1), &model, pg_get_i64(r, 0, 3), pg_get_i16(r, 0, 4));
+    }
     PQclear(r);
     return rc;
+}
+
+/* Writes job j (parameters p) under the model lock: an update of a row this transaction holds
+ * (pg_row_find) at once; otherwise an insert, and only when its id is taken, the old row read
+ * FOR UPDATE and updated. *existed, *was: the old row and its state. */
+static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool *existed,
+                     ql_state_t *was) {
+    const pg_jobrow_t *row = pg_row_find(t, &j->id);
+    PGresult *r;
+    int rc;
+    if (!row) {
+        if ((rc = pg_exec(t, S_JOB_INSERT, p, &r)))
+            return rc;
+        bool inserted = PQntuples(r) == 1;
+        PQclear(r);
+        *existed = false;
+        *was = QL_READY;
+        if (inserted)
+            return 0;
+        pg_params_t id = {0};
+        pg_p_uuid(&id, &j->id);
+        if ((rc = one_row(t, S_JOB_OLD, &id, &r)))
+            return rc == QL_ENOTFOUND ? QL_EJOBCONFLICT : rc; /* the live-jobs constraint */
+        ql_id_t model;
+        pg_get_uuid(r, 0, 1, &model);
+        pg_row_note(t, &j->id, PQgetvalue(r, 0, 0), &model, pg_get_i64(r, 0, 2),
+                    pg_get_i16(r, 0, 3));
+        PQclear(r);
+        if (!(row = pg_row_find(t, &j->id)))
+            return UV_ENOMEM;
+    }
+    /* The creation-time index and the project never change for a job. */
+    if (strcmp(row->project, j->project) || !ql_id_eq(&row->model, &j->model) ||
+        row->create_time != j->create_time)
+        return QL_EINVAL;
+    *existed = true;
+    *was = (ql_state_t)row->state;
+    if ((rc = pg_exec(t, S_JOB_UPDATE, p, &r)))
+        return rc;
+    bool updated = PQntuples(r) == 1;
+    PQclear(r);
+    return updated ? 0 : QL_ECORRUPT; /* the row this transaction holds is gone */
 }
 
 /* Under the model lock. A new job that would overlap a live job of its model is refused by the
@@ -520,29 +572,10 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     int rc = pg_lock_model(t, &j->model);
     if (rc)
         return rc;
-    pg_params_t p = {0};
-    pg_p_uuid(&p, &j->id);
-    PGresult *r;
-    rc = one_row(t, S_JOB_OLD, &p, &r);
-    bool existed = rc == 0;
-    ql_state_t was = QL_READY;
-    if (existed) {
-        was = (ql_state_t)pg_get_i16(r, 0, 3);
-        ql_id_t model;
-        pg_get_uuid(r, 0, 1, &model);
-        bool same = !strcmp(PQgetvalue(r, 0, 0), j->project) && ql_id_eq(&model, &j->model) &&
-                    pg_get_i64(r, 0, 2) == j->create_time;
-        PQclear(r);
-        /* The creation-time index and the project never change for a job. */
-        if (!same)
-            return QL_EINVAL;
-    } else if (rc != QL_ENOTFOUND) {
-        return rc;
-    }
     ql_buf_reset(&bt->buf);
     if ((rc = ql_job_encode(j, &bt->buf)))
         return rc;
-    p = (pg_params_t){0};
+    pg_params_t p = {0};
     pg_p_uuid(&p, &j->id);
     pg_p_text(&p, j->project);
     pg_p_uuid(&p, &j->model);
@@ -557,15 +590,14 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_p_i64(&p, j->has_range ? j->range_end : 0);
     pg_p_i64(&p, (int64_t)j->fence);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    if (existed) {
-        rc = pg_exec(t, S_JOB_UPDATE, &p, NULL);
-    } else if ((rc = pg_exec(t, S_JOB_INSERT, &p, &r)) == 0) {
-        rc = PQntuples(r) == 1 ? 0 : QL_EJOBCONFLICT;
-        PQclear(r);
-    }
-    if (rc == 0 && store_change_wakes(existed, was, j->state))
+    bool existed;
+    ql_state_t was;
+    if ((rc = job_write(t, j, &p, &existed, &was)))
+        return rc;
+    pg_row_note(t, &j->id, j->project, &j->model, j->create_time, (int16_t)j->state);
+    if (store_change_wakes(existed, was, j->state))
         pg_changes_note(t, &j->id);
-    return rc;
+    return 0;
 }
 
 static int job_row(PGresult *r, int row, void *arg) {

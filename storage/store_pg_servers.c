@@ -114,6 +114,9 @@ int pg_servers_foreach(ql_txn_t *bt, ql_store_server_cb cb, void *arg) {
     char app[64];
     pg_servers_app_name(s, app, sizeof app);
     const char *vals[1] = {app};
+    int frc = pg_flush(t); /* the transaction's BEGIN, when this is its first statement */
+    if (frc)
+        return frc;
     PGresult *r = PQexecParams(t->conn->c, list_sql, 1, NULL, vals, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
         const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);

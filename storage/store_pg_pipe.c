@@ -1,0 +1,272 @@
+/*
+ * The round trips of a PostgreSQL session (store_pg_int.h, docs/postgresql.md): commands whose
+ * answer only matters when they fail (BEGIN, SAVEPOINT, RELEASE, ROLLBACK TO, the model lock,
+ * CLOSE) are queued on the connection and go out in libpq's pipeline mode with the next
+ * statement, in one round trip. The server runs a pipeline's statements one after the other, in
+ * order, and skips the rest of it after an error, so the statement after a model lock still
+ * runs under the lock, and after a failed SAVEPOINT nothing of its level runs.
+ *
+ * Failures. A queued command's error is the error of the level that queued it (Q_LEVEL, when
+ * that level sends it) or of the whole transaction (Q_TOP, Q_XID, or a Q_LEVEL command of
+ * another level): the top level is then marked failed, so its COMMIT is not sent and every
+ * mutation of the batch fails with the error, instead of a success being answered for a level
+ * whose RELEASE failed.
+ */
+#include "store_pg_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+pg_txn_t *pg_top(pg_txn_t *t) {
+    while (t->base.parent)
+        t = pgt(t->base.parent);
+    return t;
+}
+
+int pg_result_err(pg_txn_t *t, PGresult *r) {
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    int rc = PQstatus(t->conn->c) == CONNECTION_BAD || !r ? QL_EUNAVAILABLE : pg_sqlstate_err(st);
+    if (getenv("QL_PG_DEBUG"))
+        fprintf(stderr, "pg: %s (%s)\n", r ? PQresultErrorMessage(r) : PQerrorMessage(t->conn->c),
+                st ? st : "-");
+    t->failed = rc;
+    return rc;
+}
+
+/* The results of one pipeline: steps of them, then the sync. The first error found is kept in
+ * *err_step; the call's result (the last step, when want) is returned. */
+typedef struct {
+    int first_err;   /* step of the first error, -1: none */
+    PGresult *err_r; /* its result (NULL: the connection failed) */
+    PGresult *out;   /* the last step's result */
+    char xid[32];
+    int xid_step;
+} pipe_res_t;
+
+static void read_results(PGconn *c, int steps, pipe_res_t *pr) {
+    bool lost = false;
+    for (int i = 0; i < steps && !lost; i++) {
+        PGresult *r = PQgetResult(c);
+        if (!r) {
+            lost = true;
+            break;
+        }
+        /* Each statement's results end with a NULL (bounded: one statement, one result). */
+        for (int k = 0; k < 4; k++) {
+            PGresult *x = PQgetResult(c);
+            if (!x)
+                break;
+            PQclear(x);
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+            if (pr->first_err < 0) {
+                pr->first_err = i;
+                pr->err_r = r;
+                r = NULL;
+            }
+        } else if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
+            if (i == pr->xid_step && PQntuples(r) == 1)
+                snprintf(pr->xid, sizeof pr->xid, "%s", PQgetvalue(r, 0, 0));
+            if (i == steps - 1) {
+                pr->out = r;
+                r = NULL;
+            }
+        }
+        PQclear(r);
+    }
+    if (lost) {
+        if (pr->first_err < 0)
+            pr->first_err = steps - 1;
+        return;
+    }
+    PGresult *s = PQgetResult(c); /* the sync */
+    if (!s || PQresultStatus(s) != PGRES_PIPELINE_SYNC) {
+        if (pr->first_err < 0)
+            pr->first_err = steps - 1;
+    }
+    PQclear(s);
+}
+
+/* Sends the queue, then call (may be NULL), in one pipeline, and reads the answers. */
+static int pipeline(pg_txn_t *t, const pg_call_t *call, PGresult **res) {
+    pg_conn_t *pc = t->conn;
+    PGconn *c = pc->c;
+    pg_txn_t *top = pg_top(t);
+    int n = pc->n_queued;
+    pg_queued_t q[PG_QUEUE_MAX];
+    memcpy(q, pc->queued, (size_t)n * sizeof *q);
+    pc->n_queued = 0;
+    top->begun = true;
+    static const pg_params_t none;
+    const pg_params_t *p = call && call->p ? call->p : &none;
+    bool prep = call && call->name && !(pc->prepared & (1ull << call->prep_bit));
+    pipe_res_t pr = {.first_err = -1, .xid_step = -1};
+    bool ok = PQenterPipelineMode(c);
+    for (int i = 0; ok && i < n; i++) {
+        const char *key = q[i].sql;
+        ok = q[i].lock ? PQsendQueryPrepared(c, PG_LOCK_STMT, 1, &key, NULL, NULL, 0)
+                       : PQsendQueryParams(c, q[i].sql, 0, NULL, NULL, NULL, NULL, 0);
+        if (q[i].kind == Q_XID)
+            pr.xid_step = i;
+    }
+    if (ok && prep)
+        ok = PQsendPrepare(c, call->name, call->sql, 0, NULL);
+    if (ok && call)
+        ok = call->name
+                 ? PQsendQueryPrepared(c, call->name, p->n, p->v, p->len, p->fmt, call->format)
+                 : PQsendQueryParams(c, call->sql, p->n, NULL, p->v, p->len, p->fmt, call->format);
+    ok = ok && PQpipelineSync(c);
+    int steps = n + (prep ? 1 : 0) + (call ? 1 : 0);
+    if (ok)
+        read_results(c, steps, &pr);
+    else
+        pr.first_err = steps - 1;
+    if (!PQexitPipelineMode(c) && pr.first_err < 0)
+        pr.first_err = steps - 1; /* answers left unread: the connection is dropped at its end */
+    if (pr.xid[0])
+        snprintf(top->xid, sizeof top->xid, "%s", pr.xid);
+    if (pr.first_err < 0) {
+        if (prep)
+            pc->prepared |= 1ull << call->prep_bit;
+        if (res)
+            *res = pr.out;
+        else
+            PQclear(pr.out);
+        return 0;
+    }
+    PQclear(pr.out);
+    int rc = pg_result_err(t, pr.err_r);
+    PQclear(pr.err_r);
+    /* A queued command of the transaction, or of another level, failed: so does the transaction
+     * (a level that was answered as applied may not have been). A lost connection fails it too. */
+    int e = pr.first_err;
+    if (e >= n || !ok || rc == QL_EUNAVAILABLE) {
+        if (rc == QL_EUNAVAILABLE)
+            top->failed = rc;
+    } else if (q[e].kind != Q_LEVEL || q[e].level != t->level) {
+        top->failed = rc;
+    }
+    return rc;
+}
+
+int pg_run(pg_txn_t *t, const pg_call_t *call, PGresult **res) {
+    if (res)
+        *res = NULL;
+    if (t->failed)
+        return t->failed;
+    pg_conn_t *pc = t->conn;
+    bool prepared = !call->name || (pc->prepared & (1ull << call->prep_bit));
+    if (pc->n_queued || !prepared)
+        return pipeline(t, call, res);
+    /* Nothing queued: the statement alone, without the pipeline's extra messages. */
+    pg_top(t)->begun = true;
+    static const pg_params_t none;
+    const pg_params_t *p = call->p ? call->p : &none;
+    PGresult *r =
+        call->name ? PQexecPrepared(pc->c, call->name, p->n, p->v, p->len, p->fmt, call->format)
+                   : PQexecParams(pc->c, call->sql, p->n, NULL, p->v, p->len, p->fmt, call->format);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+        int rc = pg_result_err(t, r);
+        PQclear(r);
+        if (rc == QL_EUNAVAILABLE)
+            pg_top(t)->failed = rc;
+        return rc;
+    }
+    if (res)
+        *res = r;
+    else
+        PQclear(r);
+    return 0;
+}
+
+int pg_flush(pg_txn_t *t) {
+    if (!t->conn->n_queued)
+        return 0;
+    return pipeline(t, NULL, NULL);
+}
+
+int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind) {
+    pg_conn_t *pc = t->conn;
+    if (strlen(sql) >= sizeof pc->queued[0].sql)
+        return QL_EINVAL; /* a caller's bug: never cut a command short */
+    if (pc->n_queued == PG_QUEUE_MAX) {
+        int rc = pipeline(t, NULL, NULL);
+        if (rc)
+            return rc;
+    }
+    pg_queued_t *q = &pc->queued[pc->n_queued++];
+    snprintf(q->sql, sizeof q->sql, "%s", sql);
+    q->kind = (uint8_t)kind;
+    q->lock = false;
+    q->level = t->level;
+    return 0;
+}
+
+int pg_queue_lock(pg_txn_t *t, int64_t key) {
+    char k[24];
+    snprintf(k, sizeof k, "%lld", (long long)key);
+    int rc = pg_queue(t, k, Q_LEVEL);
+    if (!rc)
+        t->conn->queued[t->conn->n_queued - 1].lock = true;
+    return rc;
+}
+
+int pg_end_level(pg_txn_t *t, bool keep) {
+    pg_conn_t *pc = t->conn;
+    pg_txn_t *parent = pgt(t->base.parent);
+    char sp[32];
+    snprintf(sp, sizeof sp, "SAVEPOINT s%u", t->level);
+    int at = -1, own = 0;
+    for (int i = 0; i < pc->n_queued; i++) {
+        if (pc->queued[i].kind == Q_LEVEL && pc->queued[i].level == t->level) {
+            own++;
+            if (!strcmp(pc->queued[i].sql, sp))
+                at = i;
+        }
+    }
+    /* Its SAVEPOINT never went out: nothing of it reached the server (what was queued after
+     * the SAVEPOINT is this level's), unless it is kept with a lock queued after it. */
+    if (at >= 0 && (!keep || own == 1)) {
+        pc->n_queued = at;
+        return 0;
+    }
+    int rc = 0;
+    if (keep && own && (rc = pipeline(t, NULL, NULL))) /* a lock the parent keeps */
+        keep = false;
+    char sql[80];
+    int qrc = 0;
+    if (!keep) {
+        snprintf(sql, sizeof sql, "ROLLBACK TO SAVEPOINT s%u", t->level);
+        qrc = pg_queue(parent, sql, Q_TOP);
+    }
+    snprintf(sql, sizeof sql, "RELEASE SAVEPOINT s%u", t->level);
+    if (!qrc)
+        qrc = pg_queue(parent, sql, Q_TOP);
+    /* A rollback goes out at once (it is rare): the locks the level took are released when
+     * its abort returns, as the caller may wait before its next statement. */
+    if (!qrc && !keep)
+        qrc = pipeline(parent, NULL, NULL);
+    if (qrc)
+        pg_top(parent)->failed = qrc;
+    return rc;
+}
+
+bool pg_conn_settle(pg_conn_t *c) {
+    c->n_queued = 0;
+    if (!c->rollback_sent)
+        return PQstatus(c->c) == CONNECTION_OK;
+    c->rollback_sent = false;
+    bool ok = true;
+    for (int k = 0; k < 4; k++) {
+        PGresult *r = PQgetResult(c->c);
+        if (!r)
+            break;
+        if (PQresultStatus(r) != PGRES_COMMAND_OK)
+            ok = false;
+        PQclear(r);
+    }
+    return ok && PQstatus(c->c) == CONNECTION_OK && PQtransactionStatus(c->c) == PQTRANS_IDLE;
+}

@@ -1,0 +1,182 @@
+/*
+ * The commands the PostgreSQL backend sends with the next statement instead of on their own
+ * (docs/postgresql.md, What it guarantees, Round trips): a queued model lock that times out
+ * fails its savepoint level only, and the parent commits; a job put after a locking read of the
+ * job checks the row the transaction holds and follows its savepoints and deletes; nested levels
+ * that run nothing leave the transaction as it was.
+ *
+ * Each case needs QL_TEST_STORE=pg (storage_test_pg_pipe@pg) and skips otherwise. Lock waits end
+ * by the store's lock timeout, never by a sleep.
+ */
+#include "storage/storage.h"
+
+#include "tests/common/store_util.h"
+#include "tests/common/tmp_util.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+static char dir[256];
+
+static ql_store_t *open_pg(int64_t lock_timeout_ms) {
+    ql_test_require_backend("pg");
+    if (!dir[0])
+        ql_test_tmpdir(dir, sizeof dir, "ql_pgpipe");
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    if (lock_timeout_ms)
+        o.pg_lock_timeout_ms = lock_timeout_ms;
+    ql_store_t *s;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&o, &s, &err), 0, "%s", err.msg);
+    return s;
+}
+
+static ql_job_t job_of(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a, int64_t b) {
+    ql_job_t j = {0};
+    ql_store_new_id(s, &j.id);
+    strcpy(j.project, "p");
+    j.model = *model;
+    strcpy(j.type, "INC_BUILD");
+    j.state = st;
+    j.priority = 3;
+    j.create_time = j.modify_time = 1;
+    j.has_range = true;
+    j.range_start = a;
+    j.range_end = b;
+    return j;
+}
+
+static ql_state_t state_of(ql_store_t *s, const ql_id_t *id) {
+    ql_txn_t *t;
+    ql_job_t j;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    int rc = ql_job_get(t, id, 0, &j);
+    ql_txn_abort(t);
+    if (rc)
+        return (ql_state_t)-1;
+    ql_state_t st = j.state;
+    ql_job_free(&j);
+    return st;
+}
+
+Test(pg_pipe, a_model_lock_that_times_out_fails_its_level_and_the_parent_commits) {
+    ql_store_t *a = open_pg(0), *b = open_pg(300);
+    ql_id_t m;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(a, "p", "m", &m, &err), 0, "%s", err.msg);
+    ql_txn_t *ta, *tb, *child;
+    ql_job_t held = job_of(a, &m, QL_READY, 0, 100), other = job_of(b, &m, QL_READY, 200, 300);
+    cr_assert_eq(ql_txn_begin(a, true, &ta), 0);
+    cr_assert_eq(ql_job_put(ta, &held), 0, "a holds the model's lock until it commits");
+
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    ql_project_t q = {0};
+    snprintf(q.name, sizeof q.name, "before");
+    cr_assert_eq(ql_project_put(tb, &q), 0);
+    cr_assert_eq(ql_txn_begin_nested(tb, &child), 0);
+    /* The lock goes out with the insert, in one round trip: the wait times out, the insert is
+     * skipped, and only this level fails. */
+    cr_assert_eq(ql_job_put(child, &other), QL_ETRANSIENT);
+    ql_txn_abort(child);
+    snprintf(q.name, sizeof q.name, "after");
+    cr_assert_eq(ql_project_put(tb, &q), 0, "the parent is usable");
+    cr_assert_eq(ql_txn_commit(tb), 0, "the lock's failure was its level's, not the parent's");
+    cr_assert_eq(ql_txn_commit(ta), 0);
+
+    cr_assert_eq(state_of(a, &held.id), QL_READY);
+    cr_assert_eq((int)state_of(a, &other.id), -1, "the timed-out put left nothing");
+    ql_txn_t *t;
+    ql_project_t got;
+    cr_assert_eq(ql_txn_begin(a, false, &t), 0);
+    cr_assert_eq(ql_project_get(t, "before", 0, &got), 0);
+    ql_project_free(&got);
+    cr_assert_eq(ql_project_get(t, "after", 0, &got), 0);
+    ql_project_free(&got);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(a);
+    ql_store_close(b);
+    ql_store_close(a);
+}
+
+Test(pg_pipe, a_put_after_a_locking_read_checks_the_row_the_transaction_holds) {
+    ql_store_t *s = open_pg(0);
+    ql_id_t m;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(s, "p", "m", &m, &err), 0, "%s", err.msg);
+    ql_job_t j = job_of(s, &m, QL_READY, 0, 100);
+    ql_txn_t *t, *child;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    ql_job_t got;
+    cr_assert_eq(ql_job_get(t, &j.id, 0, &got), 0, "read FOR UPDATE: the put needs no read");
+    ql_job_free(&got);
+    ql_job_t moved = j;
+    moved.create_time = 2;
+    cr_assert_eq(ql_job_put(t, &moved), QL_EINVAL, "a job's create time never changes");
+    strcpy(moved.project, "q");
+    moved.create_time = j.create_time;
+    cr_assert_eq(ql_job_put(t, &moved), QL_EINVAL, "nor its project");
+
+    /* A level that wrote the job and was rolled back leaves the row as the parent holds it. */
+    cr_assert_eq(ql_txn_begin_nested(t, &child), 0);
+    ql_job_t running = j;
+    running.state = QL_RUNNING;
+    cr_assert_eq(ql_job_put(child, &running), 0);
+    ql_txn_abort(child);
+    ql_job_t paused = j;
+    paused.state = QL_PAUSED;
+    cr_assert_eq(ql_job_put(t, &paused), 0);
+
+    /* Deleted, then put again: an insert, not an update of the row that went. */
+    cr_assert_eq(ql_job_delete(t, &j.id), 0);
+    ql_job_t again = j;
+    again.state = QL_ERROR;
+    cr_assert_eq(ql_job_put(t, &again), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(state_of(s, &j.id), QL_ERROR);
+    ql_test_assert_fsck_clean(s);
+    ql_store_close(s);
+}
+
+Test(pg_pipe, nested_levels_that_run_nothing_leave_the_transaction_as_it_was) {
+    ql_store_t *s = open_pg(0);
+    ql_txn_t *t, *c1, *c2;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    for (int i = 0; i < 20; i++) { /* more levels than the queue holds: none is ever sent */
+        cr_assert_eq(ql_txn_begin_nested(t, &c1), 0);
+        cr_assert_eq(ql_txn_begin_nested(c1, &c2), 0);
+        if (i % 2)
+            ql_txn_abort(c2);
+        else
+            cr_assert_eq(ql_txn_commit(c2), 0);
+        cr_assert_eq(ql_txn_commit(c1), 0);
+    }
+    cr_assert_eq(ql_txn_begin_nested(t, &c1), 0);
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "kept");
+    cr_assert_eq(ql_project_put(c1, &p), 0);
+    cr_assert_eq(ql_txn_begin_nested(c1, &c2), 0);
+    snprintf(p.name, sizeof p.name, "dropped");
+    cr_assert_eq(ql_project_put(c2, &p), 0);
+    ql_txn_abort(c2);
+    cr_assert_eq(ql_txn_commit(c1), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    ql_project_t got;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    cr_assert_eq(ql_project_get(t, "kept", 0, &got), 0);
+    ql_project_free(&got);
+    cr_assert_eq(ql_project_get(t, "dropped", 0, &got), QL_ENOTFOUND);
+    ql_txn_abort(t);
+    /* A transaction that ran nothing commits without a round trip, and so does a read. */
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_store_close(s);
+}
