@@ -90,13 +90,16 @@ void ql_api_presence_stop(ql_api_t *api) {
 }
 
 /* The pid that holds the job engine lock, 0 when unknown: this process when it is the master,
- * else the pid in the holder line a standby last read ("pid 4242 on host ..."), else the line
- * in the lock file itself (a query server never tries the lock). */
+ * else the pid in the holder line a standby last read (the lock file's "pid 4242 on host ...",
+ * or a ZooKeeper node's "server=s0 pid=4242 start=..."), else the line in the lock file itself
+ * (a query server never tries the lock). */
 static long master_pid(ql_api_t *api) {
     if (ql_node_is_master(api->node))
         return (long)getpid();
     long pid = 0;
-    if (sscanf(ql_node_lock_holder(api->node), "pid %ld", &pid) == 1)
+    const char *holder = ql_node_lock_holder(api->node);
+    const char *zk_pid = strstr(holder, " pid=");
+    if (sscanf(holder, "pid %ld", &pid) == 1 || (zk_pid && sscanf(zk_pid, " pid=%ld", &pid) == 1))
         return pid;
     char path[4200], line[128] = "";
     snprintf(path, sizeof path, "%s/job_engine.lock",
@@ -135,11 +138,38 @@ static json_t *read_live(const char *path) {
     return o;
 }
 
+/* The role of a job server that is not the master: under scheduler 2 every job server runs
+ * jobs (docs/zookeeper.md, Scheduler 2), otherwise it stands by. The coordination guard holds
+ * every job server of a store to this server's scheduler. */
+static const char *other_job_server_role(const ql_api_t *api) {
+    return ql_config_get_int(api->cfg, "kylin.job.scheduler.default") == 2 ? "job-server"
+                                                                           : "standby";
+}
+
 typedef struct store_list {
     json_t *arr;
     ql_api_t *api;
     long self;
 } store_list_t;
+
+/* Whether the server (id, pid) holds a ZooKeeper lock or leads, as this server knows it: itself
+ * when it is the master, else the holder line its watch last read ("server=ID pid=PID ...").
+ * The store decides the master only for its own lock (PostgreSQL's), which servers coordinated
+ * by ZooKeeper never take. */
+static bool zk_holder_is(ql_api_t *api, const char *id, long pid) {
+    if (!id)
+        return false;
+    if (ql_node_is_master(api->node))
+        return pid == (long)getpid() && !strcmp(id, api->server_id);
+    const char *holder = ql_node_lock_holder(api->node);
+    if (strncmp(holder, "server=", 7) != 0)
+        return false;
+    size_t n = strcspn(holder + 7, " ");
+    const char *at = strstr(holder, " pid=");
+    long hpid = 0;
+    return strlen(id) == n && !strncmp(holder + 7, id, n) && at &&
+           sscanf(at, " pid=%ld", &hpid) == 1 && hpid == pid;
+}
 
 static void add_announced(void *arg, const char *info, bool master) {
     store_list_t *l = arg;
@@ -152,7 +182,11 @@ static void add_announced(void *arg, const char *info, bool master) {
     const char *id = json_string_value(json_object_get(o, "id"));
     const char *mode = json_string_value(json_object_get(o, "mode"));
     bool jobs = mode && (strstr(mode, "all") || strstr(mode, "job"));
-    json_object_set_new(o, "role", json_string(master ? "master" : jobs ? "standby" : "query"));
+    master = master || zk_holder_is(l->api, id, pid);
+    json_object_set_new(o, "role",
+                        json_string(master ? "master"
+                                    : jobs ? other_job_server_role(l->api)
+                                           : "query"));
     /* A pid alone is not a server across hosts: the id must match too. */
     json_object_set_new(o, "this_server",
                         json_boolean(pid == l->self && id && !strcmp(id, l->api->server_id)));
@@ -191,7 +225,7 @@ json_t *ql_api_presence_list(ql_api_t *api, ql_txn_t *txn) {
         bool jobs = mode && (strstr(mode, "all") || strstr(mode, "job"));
         json_object_set_new(o, "role",
                             json_string(pid == master ? "master"
-                                        : jobs        ? "standby"
+                                        : jobs        ? other_job_server_role(api)
                                                       : "query"));
         json_object_set_new(o, "this_server", json_boolean(pid == self));
         json_array_append_new(arr, o);

@@ -360,6 +360,28 @@ Test(zk_sched2, a_model_assigned_to_one_server_runs_there_only) {
     for (int i = 0; i < t.n; i++)
         cr_assert_eq(t.e[i].pid, spid[1], "a step of job %s ran on s0, which it is not assigned to",
                      t.e[i].job);
+    /* Both run jobs: once one leads (the election may still be under way), the other is a job
+     * server, not a standby, in either's list. */
+    for (int i = 0; i < 2; i++) {
+        int64_t deadline = now_ms() + 10000;
+        int masters = 0, job_servers = 0;
+        while (masters != 1 && now_ms() < deadline) {
+            json_t *d = api_ok(&S[i], "GET", "/kylin/api/cluster", NULL);
+            json_t *list = json_object_get(d, "servers");
+            cr_assert_eq(json_array_size(list), 2, "s%d lists both servers", i);
+            masters = job_servers = 0;
+            for (size_t k = 0; k < json_array_size(list); k++) {
+                const char *role = jstr(json_array_get(list, k), "role");
+                masters += !strcmp(role, "master");
+                job_servers += !strcmp(role, "job-server");
+            }
+            json_decref(d);
+            if (masters != 1)
+                poll_pause();
+        }
+        cr_assert(masters == 1 && job_servers == 1, "s%d: %d masters, %d job servers", i, masters,
+                  job_servers);
+    }
     qd_stop_ok(&S[0], 30000);
     qd_stop_ok(&S[1], 30000);
 }
