@@ -7,6 +7,7 @@
  * naming it, and nothing is deleted. The step logs go once that transaction committed.
  */
 #include "api_int.h"
+#include "base/ql_buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,14 +31,9 @@ static void op_free(delete_op_t *op) {
 }
 
 static int sel_add(delete_op_t *op, const ql_id_t *id) {
-    if (op->n_sel == op->cap_sel) {
-        size_t cap = op->cap_sel ? op->cap_sel * 2 : 64;
-        ql_id_t *p = realloc(op->sel, cap * sizeof *p);
-        if (!p)
-            return UV_ENOMEM;
-        op->sel = p;
-        op->cap_sel = cap;
-    }
+    int rc = QL_ARRAY_RESERVE(op->sel, op->cap_sel, op->n_sel + 1, 64);
+    if (rc)
+        return rc;
     op->sel[op->n_sel++] = *id;
     return 0;
 }

@@ -171,8 +171,10 @@ static int start_retention(ql_node_t *n, ql_err_t *err) {
     return 0;
 }
 
-static int start_scheduling(ql_node_t *n, ql_err_t *err) {
-    ql_sched_opts_t so = {
+/* What every scheduler of this node runs on: the master's (fenced by the lock) and scheduler 2's
+ * own (fenced per job). */
+static ql_sched_opts_t sched_base_opts(const ql_node_t *n) {
+    return (ql_sched_opts_t){
         .store = n->store,
         .writer = n->writer,
         .clock = n->clock,
@@ -180,10 +182,14 @@ static int start_scheduling(ql_node_t *n, ql_err_t *err) {
         .templates = n->templates,
         .exec_helper = n->exec_helper,
         .log_dir = n->log_dir,
-        .fence = n->lock->fence,
-        .on_fenced = on_fenced,
-        .hook_arg = n,
     };
+}
+
+static int start_scheduling(ql_node_t *n, ql_err_t *err) {
+    ql_sched_opts_t so = sched_base_opts(n);
+    so.fence = n->lock->fence;
+    so.on_fenced = on_fenced;
+    so.hook_arg = n;
     ql_node_engine_opts(n->cfg, &so, NULL);
     int rc = 0;
     uint64_t recovered = 0;
@@ -566,20 +572,7 @@ static int start_writer(ql_node_t *n, ql_err_t *err) {
 static int start_dist(ql_node_t *n, ql_err_t *err) {
     if (ql_config_get_int(n->cfg, "kylin.job.scheduler.default") != 2)
         return 0;
-    node_dist_opts_t o = {
-        .cfg = n->cfg,
-        .lock = n->lock,
-        .sched =
-            {
-                .store = n->store,
-                .writer = n->writer,
-                .clock = n->clock,
-                .log = n->opts.log,
-                .templates = n->templates,
-                .exec_helper = n->exec_helper,
-                .log_dir = n->log_dir,
-            },
-    };
+    node_dist_opts_t o = {.cfg = n->cfg, .lock = n->lock, .sched = sched_base_opts(n)};
     return node_dist_start(&o, &n->dist, err);
 }
 

@@ -1,4 +1,5 @@
 /* Fencing tokens of the job engine lock and of per-job locks: see ql_meta.h. */
+#include "base/ql_buf.h"
 #include "storage/ql_meta.h"
 #include "store_ops.h"
 
@@ -115,14 +116,9 @@ static int collect_fenced(const ql_job_t *j, void *arg) {
     fenced_jobs_t *f = arg;
     if (!j->fence)
         return 0;
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 64;
-        ql_id_t *ids = realloc(f->ids, cap * sizeof *ids);
-        if (!ids)
-            return UV_ENOMEM;
-        f->ids = ids;
-        f->cap = cap;
-    }
+    int rc = QL_ARRAY_RESERVE(f->ids, f->cap, f->n + 1, 64);
+    if (rc)
+        return rc;
     f->ids[f->n++] = j->id;
     return 0;
 }
