@@ -97,7 +97,7 @@ int ql_sched_claim_pick(ql_txn_t *txn, ql_sched_claim_t *c, const ql_id_t *job, 
     return ql_sched_pick_checked(txn, r, job, err);
 }
 
-void ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status) {
+bool ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status) {
     run_t *r = c->r;
     bool fenced = c->fenced, failed_read = c->skipped && c->why.code;
     ql_err_t why = c->why;
@@ -106,12 +106,14 @@ void ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status) {
         /* No job (the submission failed, or never reached the writer): the slot goes back. */
         r->refs--;
         ql_sched_run_drop(r);
-        return;
+        return false;
     }
     ql_sched_run_set_job(r, job);
     if (failed_read)
         ql_sched_log_job(r->s, QL_LOG_WARN, r, "job left READY for the fetcher: %s", why.msg);
     /* The fetcher's answer from here: a step to start, or (not picked) a slot to give back; a
      * refusal by fencing also stops fetching and tells the owner. */
-    ql_sched_pick_done(r, fenced ? QL_EFENCED : 0, fenced ? &why : NULL);
+    bool picked = !fenced && r->result == RESULT_RUN;
+    ql_sched_pick_done(r, fenced ? QL_EFENCED : 0, fenced ? &why : NULL); /* may free r */
+    return picked;
 }

@@ -207,13 +207,16 @@ static int submit_all_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     return 0;
 }
 
-/* Every claim gets its answer (status 0: the job committed) and is forgotten. */
-static void claims_done(sub_op_t *op, int status) {
+/* Every claim gets its answer (status 0: the job committed) and is forgotten. Returns whether
+ * every job of the request was picked. */
+static bool claims_done(sub_op_t *op, int status) {
+    size_t picked = 0;
     for (size_t i = 0; op->claims && i < op->n_subs; i++)
         if (op->claims[i]) {
-            ql_sched_claim_done(op->claims[i], &op->subs[i].job, status);
+            picked += ql_sched_claim_done(op->claims[i], &op->subs[i].job, status);
             op->claims[i] = NULL;
         }
+    return picked == op->n_subs;
 }
 
 /* A slot for each job's pick in its own transaction, from the scheduler the picker names (the
@@ -233,11 +236,12 @@ static void write_done(void *arg, int status, const ql_err_t *err) {
     ql_submission_t *s = op->svc;
     for (size_t i = 0; i < op->n_subs && !status; i++)
         op->jobs[i] = op->subs[i].job;
-    /* The picked jobs' steps start before the client hears of the jobs. */
-    claims_done(op, status);
+    /* The picked jobs' steps start before the client hears of the jobs; when every job was
+     * picked, no fetcher pass has anything new to look for. */
+    bool all_picked = claims_done(op, status);
     answer(op, status, err, true);
     op_free(op);
-    if (!status && s->opts.wake)
+    if (!status && !all_picked && s->opts.wake)
         s->opts.wake(s->opts.wake_arg);
 }
 

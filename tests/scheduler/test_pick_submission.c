@@ -53,12 +53,18 @@ static struct {
     ql_id_t starts[16]; /* jobs whose step 0 started, in order */
     int n_starts;
     int n_fenced;
+    int wakes; /* the submission service's wake-ups of the fetcher */
 } w;
 
 static void start_hook(void *arg, const ql_id_t *job, uint32_t seq) {
     (void)arg;
     if (seq == 0 && w.n_starts < 16)
         w.starts[w.n_starts++] = *job;
+}
+
+static void wake(void *arg) {
+    (void)arg;
+    w.wakes++;
 }
 
 static ql_sched_t *picker(void *arg) {
@@ -111,6 +117,7 @@ static void open_world(int max_concurrent) {
     ql_submission_opts_t so2 = {.writer = w.writer,
                                 .templates = w.tpl,
                                 .server_timezone = "UTC",
+                                .wake = wake,
                                 .picker = picker,
                                 .picker_arg = NULL};
     cr_assert_eq(ql_submission_new(&so2, &w.svc), 0);
@@ -239,6 +246,7 @@ Test(pick_submission, an_idle_masters_submission_is_running_after_its_own_commit
     ql_step_free(&st);
     cr_assert_eq(picked(), 1);
     cr_assert_eq(running(), 1);
+    cr_assert_eq(w.wakes, 0, "nothing new for the fetcher to look for");
 
     /* The fetcher's passes after it (the kick due, ten polls) find nothing to pick. */
     run_clock(10000);
@@ -293,6 +301,7 @@ Test(pick_submission, a_submission_at_full_capacity_stays_ready) {
     cr_assert_eq(s.step_state, QL_READY);
     cr_assert_eq(w.n_starts, 2);
     cr_assert_eq(running(), 2, "the slots are exactly the two jobs'");
+    cr_assert_eq(w.wakes, 1, "the job left READY wakes the fetcher");
     run_clock(10000);
     cr_assert_eq(running(), 2, "never more than max-concurrent-jobs");
     ql_job_t j = get_job(&s.job);

@@ -16,7 +16,9 @@
  *   picks as many as the runner pool has room for, globally and per project.
  * - A pick is one mutation: READY -> PENDING -> RUNNING and the first unfinished step RUNNING,
  *   committed together; the step's process (or timer) starts only after that commit is durable.
- *   Each step's end and the next step's start share one commit too.
+ *   Each step's end and the next step's start share one commit too. A job submitted through
+ *   the submission service on the master may be picked in its submission's own transaction
+ *   instead (ql_sched_claim below): the same pick, one commit fewer, no fetcher pass.
  * - A job is run by at most one run record at a time (the fetcher skips jobs that still have
  *   one), so a restarted job's new try never overlaps its old process, which is stopped first.
  * - Mutations re-check the job's state inside their transaction: an answer that lost a race
@@ -177,8 +179,9 @@ ql_sched_claim_t *ql_sched_claim(ql_sched_t *s, const char *project, const char 
  * left READY; an error only from the pick's own writes (the store failing), err set. */
 int ql_sched_claim_pick(ql_txn_t *txn, ql_sched_claim_t *c, const ql_id_t *job, ql_err_t *err);
 /* The submission's answer: status 0 (the transaction committed job) or its error (job ignored).
- * Frees c. */
-void ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status);
+ * Frees c. Returns whether the job was picked (it is RUNNING: no fetcher pass needs to look
+ * for it). */
+bool ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status);
 
 typedef struct ql_sched_stats {
     uint64_t picked;    /* jobs started */

@@ -19,7 +19,8 @@
  *   caller is answered before the sync of the transaction that holds its change).
  * - Wake-up: after the answer of a write that committed, the service calls the wake hook given
  *   at creation, once per write (not per job), so the scheduler looks for the new jobs now and
- *   not at its next poll. Failed submissions do not call it. The hook keeps this library free
+ *   not at its next poll; not when every job of the write was picked in it (below). Failed
+ *   submissions do not call it. The hook keeps this library free
  *   of whoever schedules (server/ passes ql_node_kick; the simulator its scheduler's kick).
  * - Picked with its submission: when the picker hook given at creation names a scheduler, each
  *   new job asks it for a slot as the request is queued (ql_sched_claim), and a job that got
