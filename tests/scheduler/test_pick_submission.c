@@ -346,10 +346,11 @@ Test(pick_submission, a_standby_or_a_paused_master_never_picks_in_submission) {
     cr_assert_eq(s.state, QL_READY);
     cr_assert_eq(w.n_starts, 0);
 
-    /* The same server's scheduler, paused: no pick, and its first pass is not run here. */
+    /* The same server's scheduler, paused: no pick, and its first pass is not run here. (At
+     * priority 0, the READY job above does not come before it.) */
     w.picker = w.sched;
     ql_sched_pause_fetching(w.sched);
-    seen_t p = submit(1, 2);
+    seen_t p = submit(1, 0);
     cr_assert_eq(p.state, QL_READY);
     cr_assert_eq(w.n_starts, 0);
     cr_assert_eq(running(), 0);
