@@ -26,7 +26,7 @@
  *   new job asks it for a slot as the request is queued (ql_sched_claim), and a job that got
  *   one is picked in the same write transaction that creates it (READY -> PENDING -> RUNNING,
  *   its first step RUNNING), its step started from the answer, before the done callback runs:
- *   one commit instead of two, and no wait for the fetcher (docs/design/jobs.md, The scheduler).
+ *   no commit of the pick's own, and no wait for the fetcher (docs/design/jobs.md, The scheduler).
  *   Whatever keeps the pick from happening (no slot, an older READY job first, a stale fencing
  *   token) leaves the job READY and the submission as it was.
  * - Threads: a service is used on one thread, its owner's, which is also where the writer
