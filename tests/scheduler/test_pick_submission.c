@@ -310,6 +310,28 @@ Test(pick_submission, a_submission_at_full_capacity_stays_ready) {
     close_world();
 }
 
+/* A project's own kylin.job.max-concurrent-jobs limits its picks in submission as the
+ * fetcher's (pick_policy.h, rule 5). */
+Test(pick_submission, a_submission_beyond_its_projects_limit_stays_ready) {
+    open_world(4);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(w.store, true, &t), 0);
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(t, "p", 0, &p), 0);
+    cr_assert_eq(ql_strmap_set(&p.config, "kylin.job.max-concurrent-jobs", "1"), 0);
+    cr_assert_eq(ql_project_put(t, &p), 0);
+    ql_project_free(&p);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(submit(0, 2).state, QL_RUNNING);
+    seen_t s = submit(1, 2);
+    cr_assert_eq(s.status, 0, "%s", s.err.msg);
+    cr_assert_eq(s.state, QL_READY, "its project runs its one job already");
+    cr_assert_eq(running(), 1);
+    run_clock(10000);
+    cr_assert_eq(running(), 1, "nor does the fetcher start it");
+    close_world();
+}
+
 /* The pick policy's order holds: an older READY job goes first, so the new one waits with it;
  * a job of a lower priority does not come first, so the new one goes. */
 Test(pick_submission, a_submission_behind_an_older_ready_job_stays_ready) {
