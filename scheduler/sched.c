@@ -523,6 +523,7 @@ void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*d
 static void sched_release(ql_sched_t *s) {
     if (--s->closing == 0) {
         free(s->finishing);
+        free(s->kept);
         ql_sched_grace_clear(s);
         free(s->buckets);
         ql_submit_cache_free(s->formats);

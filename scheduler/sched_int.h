@@ -140,6 +140,10 @@ struct ql_sched {
     struct sched_grace *grace;
     size_t n_grace, cap_grace;
     ql_timer_t takeover_timer;
+    /* scheduler 2: the jobs whose lock a takeover kept for this server's fetcher
+     * (sched_joblock.c, ql_sched_watch_kept) */
+    ql_id_t *kept;
+    size_t n_kept, cap_kept;
 };
 
 /* One run's mutation in a batch (sched.c, "batches"): several runs' mutations in one. */
@@ -237,8 +241,13 @@ void ql_sched_lock_and_pick(run_t *r);
  * pick would only find the node; a hint (the listing may be a moment old), false without
  * job_locks. */
 bool ql_sched_locked_elsewhere(const ql_sched_t *s, const ql_id_t *job);
-/* Releases r's job lock unless r keeps it (called as r is dropped); nothing without one. */
+/* Releases r's job lock unless r keeps it (called as r is dropped); nothing without one. When r
+ * keeps it, the job is remembered for ql_sched_watch_kept. */
 void ql_sched_job_unlock(run_t *r);
+/* Once per poll interval: releases the kept locks (see ql_sched_job_unlock) of jobs that are
+ * no longer READY, RUNNING or PENDING, i.e. moved on by an action (PAUSE, DISCARD) before this
+ * server's fetcher picked them; forgets those it runs again or no longer holds. */
+void ql_sched_watch_kept(ql_sched_t *s);
 /* The takeover's mutation and its answer (sched_actions.c): claims r->fence for the job and
  * puts the job back to READY like recovery does for one job. */
 void ql_sched_takeover_submit(run_t *r);

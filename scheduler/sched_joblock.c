@@ -14,7 +14,9 @@
  *   (ql_job_fence_check), so a server whose lock was taken over can change nothing of the job.
  * - The release. The lock is kept across steps and released when the run is dropped: its job
  *   has left RUNNING (final, ERROR, PAUSED, DISCARDED, or back to READY at a shutdown), or was
- *   lost. A takeover keeps it (keep_lock): its job waits READY for this server's fetcher.
+ *   lost. A takeover keeps it (keep_lock): its job waits READY for this server's fetcher; if an
+ *   action moves the job on before that (PAUSE, DISCARD), the poll releases the kept lock
+ *   (ql_sched_watch_kept), so that the job is not tied to this server once RESUMEd.
  * - The takeover. A vanished lock (its holder's session ended) of a job the store has RUNNING
  *   or PENDING is asked for by every server it is assigned to; the one that gets it claims the
  *   token and puts the job back to READY (ql_sched_takeover_submit); the others hear that the
@@ -150,12 +152,52 @@ bool ql_sched_locked_elsewhere(const ql_sched_t *s, const ql_id_t *job) {
 
 void ql_sched_job_unlock(run_t *r) {
     ql_sched_t *s = r->s;
+    if (s->opts.job_locks && r->keep_lock &&
+        !QL_ARRAY_RESERVE(s->kept, s->cap_kept, s->n_kept + 1, 8))
+        s->kept[s->n_kept++] = r->job; /* without memory: kept until the server stops */
     if (!s->opts.job_locks || r->keep_lock || (!r->job_locked && !r->lock_wait))
         return;
     char id[QL_ID_STR_LEN + 1];
     ql_id_format(&r->job, id);
     ql_zk_job_unlock(s->opts.job_locks, id);
     r->job_locked = false;
+}
+
+/* Whether a kept lock of job id is still wanted: true to keep watching it. */
+static bool kept_wanted(ql_sched_t *s, ql_txn_t *txn, const ql_id_t *id) {
+    char idstr[QL_ID_STR_LEN + 1];
+    ql_id_format(id, idstr);
+    if (ql_sched_find_run(s, id) || !ql_zk_job_held(s->opts.job_locks, idstr, NULL))
+        return false; /* a run owns it again, or it is gone: nothing to watch */
+    ql_job_t job;
+    int rc = ql_job_get(txn, id, 0, &job);
+    if (rc && rc != QL_ENOTFOUND)
+        return true; /* unknown: asked again at the next poll */
+    ql_state_t state = rc ? QL_DISCARDED : job.state;
+    if (!rc)
+        ql_job_free(&job);
+    if (state == QL_READY || state == QL_RUNNING || state == QL_PENDING)
+        return true;
+    ql_log(s->opts.log, QL_LOG_INFO, "scheduler",
+           "job lock released job=%s state=%s reason=\"the job taken over here moved on before "
+           "it was picked\"",
+           idstr, rc ? "deleted" : ql_state_name(state));
+    ql_zk_job_unlock(s->opts.job_locks, idstr);
+    return false;
+}
+
+void ql_sched_watch_kept(ql_sched_t *s) {
+    if (!s->n_kept || !s->opts.job_locks)
+        return;
+    ql_txn_t *txn;
+    if (ql_txn_begin(s->opts.store, false, &txn))
+        return;
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n_kept; i++)
+        if (kept_wanted(s, txn, &s->kept[i]))
+            s->kept[keep++] = s->kept[i];
+    s->n_kept = keep;
+    ql_txn_abort(txn);
 }
 
 /* The takeover of job id, when nothing here runs it, the store has it RUNNING or PENDING and it

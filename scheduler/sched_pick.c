@@ -529,6 +529,7 @@ void ql_sched_poll_cb(ql_timer_t *t, void *arg) {
      * not. */
     if (fetch_now) {
         ql_sched_watch_runs(s);
+        ql_sched_watch_kept(s);
         ql_sched_fetch(s);
     } else {
         ql_sched_watch_runs(s); /* may end a stop (and free s): nothing may follow */

@@ -12,7 +12,7 @@
 #include "storage/storage.h"
 
 #define DR_DAY 86400000LL
-#define DR_MAX_OFFSET 160 /* days back from the check's "today" a round may target */
+#define DR_MAX_OFFSET 170 /* days back from the check's "today" a round may target */
 
 typedef struct dr_seen {
     int jobs[DR_MAX_OFFSET], segments[DR_MAX_OFFSET];

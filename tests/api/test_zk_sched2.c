@@ -13,6 +13,9 @@
  *   server run on that server only, though the other is idle.
  * - A job PAUSEd through the other server: the running server stops its step and releases its
  *   lock, so that, once RESUMEd, the server the model is now assigned to runs it on.
+ * - A job taken over but not yet picked (the taking server has no room) and then PAUSEd: the
+ *   taking server releases the lock it kept, so that, once RESUMEd, a server the model is
+ *   assigned to now runs it.
  * - The per-job token: a later lock's claim (made by the test in the store) refuses the end of
  *   the running step; the job moves no further there, and the server runs its other jobs.
  *
@@ -35,6 +38,7 @@ static qd_t S[N];
 static char dir[256]; /* the steps' directory: script, trace, locks */
 static char base[64]; /* this test's ZooKeeper base path */
 static long spid[N];  /* the trace names servers by pid */
+static int max_jobs;  /* kylin.job.max-concurrent-jobs of the next launch (0: JOBS / N) */
 
 static void teardown(void) {
     for (int i = 0; i < N; i++)
@@ -93,7 +97,8 @@ static void launch(int i) {
     snprintf(set[i][5], sizeof set[i][5], "qilin.cluster.session-timeout-ms=%d", T_MS);
     snprintf(set[i][6], sizeof set[i][6], "qilin.cluster.takeover-grace-ms=%d", GRACE_MS);
     snprintf(set[i][7], sizeof set[i][7], "kylin.job.scheduler.poll-interval-second=1");
-    snprintf(set[i][8], sizeof set[i][8], "kylin.job.max-concurrent-jobs=%d", JOBS / N);
+    snprintf(set[i][8], sizeof set[i][8], "kylin.job.max-concurrent-jobs=%d",
+             max_jobs ? max_jobs : JOBS / N);
     const char *extra[20];
     int n = 0;
     for (int k = 0; k < 9; k++) {
@@ -487,6 +492,60 @@ Test(zk_sched2, a_job_paused_through_another_server_gives_its_lock_up) {
     cr_assert_eq(pid[0], spid[other]);
     cr_assert_eq(lines(&t, "start", jobs[0], 2, pid), 1);
     cr_assert_eq(pid[0], spid[other]);
+    qd_stop_ok(&S[0], 30000);
+    qd_stop_ok(&S[1], 30000);
+}
+
+/* A job taken over from a killed server by one that has no room to run it (its one slot is
+ * busy) waits READY under the lock the takeover keeps. PAUSEd meanwhile, it is neither READY nor
+ * RUNNING: the taking server releases the kept lock at its next poll. The model is then assigned
+ * to the killed server, started again, and the job RESUMEd: it runs there, which it could not
+ * while the other server kept its lock. */
+Test(zk_sched2, a_taken_over_job_paused_before_its_pick_gives_the_kept_lock_up) {
+    init_servers();
+    max_jobs = 1;
+    start_both();
+    make_model(&S[0], "p", "m", NULL);
+    snprintf(jobs[0], sizeof jobs[0], "%s", build(&S[0], "p", "m", D0, D0 + DAY));
+    snprintf(jobs[1], sizeof jobs[1], "%s", build(&S[1], "p", "m", D0 + DAY, D0 + 2 * DAY));
+    wait_starts(1, 2, 30000); /* one job on each server, each in its waiting middle step */
+    static trace_t t;
+    read_trace(&t);
+    long pid[8];
+    cr_assert_eq(lines(&t, "start", jobs[0], 1, pid), 1);
+    int dead = pid[0] == spid[1], live = 1 - dead;
+    const char *taken = jobs[0];
+
+    kill(S[dead].pid, SIGKILL);
+    cr_assert(qd_wait_exit(&S[dead], 5000));
+    wait_log(&S[live], "reason=\"its lock vanished: taken over by this server\"", 10000);
+    wait_job_state(&S[live], "p", taken, "READY", 10000);
+    job_action(&S[live], taken, "PAUSE");
+    wait_job_state(&S[live], "p", taken, "PAUSED", 10000);
+    wait_log(&S[live], "job lock released job=", 10000);
+    assert_file_contains(S[live].log, taken);
+
+    char name[8];
+    snprintf(name, sizeof name, "s%d", dead);
+    set_model_config("p", "m", "kylin.cube.schedule.assigned-servers", name);
+    max_jobs = 1;
+    launch(dead);
+    qd_wait_up(&S[dead]);
+    long restarted = (long)S[dead].pid;
+    wait_log(&S[dead], "distributed job server (scheduler 2)", 10000);
+    char mine[64];
+    snprintf(mine, sizeof mine, "release.%ld", restarted);
+    write_file(path_in(dir, mine), "");
+    job_action(&S[live], taken, "RESUME");
+    wait_job_state(&S[live], "p", taken, "SUCCEED", 30000);
+    read_trace(&t);
+    cr_assert_eq(lines(&t, "overlap", taken, -1, NULL), 0, "two tries at once");
+    assert_no_overlap(&t, taken);
+    cr_assert_eq(lines(&t, "start", taken, 2, pid), 1);
+    cr_assert_eq(pid[0], restarted, "the resumed job ran on the server assigned now");
+    cr_assert_eq(lines(&t, "start", jobs[1], 2, NULL), 0, "the live server's job still waits");
+    write_file(path_in(dir, "release"), "");
+    wait_job_state(&S[live], "p", jobs[1], "SUCCEED", 30000);
     qd_stop_ok(&S[0], 30000);
     qd_stop_ok(&S[1], 30000);
 }

@@ -55,6 +55,7 @@ static void teardown(void) {
             kill(S[i].pid, SIGCONT);
         qd_cleanup(&S[i]);
     }
+    ql_test_zk_private_stop();
     rm_rf(dir);
 }
 
@@ -282,7 +283,7 @@ static void check_outcome(const char *job, int leader, int old) {
  * names it; SIGKILL of the leader mid-step, and the other leads once the dead one's session
  * expires, resuming the interrupted step. Prints the takeover (docs/performance.md). */
 static void a_killed_leader_is_replaced(int scheduler) {
-    const int T = 2000;
+    const int T = 1000;
     init_servers();
     launch(0, scheduler, T, NULL);
     launch(1, scheduler, T, NULL);
@@ -451,9 +452,9 @@ Test(zk_servers, scheduler_0_a_build_posted_to_the_other_server_starts_at_once) 
  * it to stop its own try). Continued, the old leader finds its session ended or its late write
  * refused by fencing, steps down and stands by. Nothing overlaps and the job ends once. */
 Test(zk_servers, scheduler_100_leader_paused_past_its_session_is_replaced_and_steps_down) {
-    const int T = 2000;
+    const int T = 1000;
     init_servers();
-    const char *grace[] = {"qilin.cluster.takeover-grace-ms=4000", NULL};
+    const char *grace[] = {"qilin.cluster.takeover-grace-ms=2000", NULL};
     launch(0, 100, T, grace);
     qd_wait_up(&S[0]);
     server_pid[0] = (long)S[0].pid;
@@ -507,11 +508,13 @@ Test(zk_servers, scheduler_100_leader_paused_past_its_session_is_replaced_and_st
  * behind as a node nobody acts on); it runs the step again and finishes the job; nothing
  * overlaps. */
 Test(zk_servers, zookeeper_paused_past_the_session_timeout_stops_the_leader_then_one_leads) {
-    const int T = 2000;
+    const int T = 1000;
     /* The session's states drive the node the same way on either store: LMDB only, to keep the
      * ZooKeeper suite short. */
     ql_test_require_backend("lmdb");
     init_servers();
+    /* A server of this test's own: stopping the fixture's would stop the other tests' too. */
+    ql_test_zk_private_start(path_in(dir, "zk"));
     launch(0, 100, T, NULL);
     qd_wait_up(&S[0]);
     server_pid[0] = (long)S[0].pid;

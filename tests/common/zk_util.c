@@ -9,11 +9,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#ifndef THREADED
+#define THREADED /* the blocking calls of libzookeeper_mt */
+#endif
+#include <zookeeper/zookeeper.h>
+
+/* The directory of this process's private server (ql_test_zk_private_start), or empty. */
+static char private_dir[512];
 
 static int read_file_line(const char *name, char *out, size_t cap) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/zk/%s", QL_TEST_BUILD_DIR, name);
+    char path[1024];
+    if (private_dir[0])
+        snprintf(path, sizeof path, "%s/%s", private_dir, name);
+    else
+        snprintf(path, sizeof path, "%s/zk/%s", QL_TEST_BUILD_DIR, name);
     FILE *f = fopen(path, "r");
     if (!f)
         return -1;
@@ -26,7 +37,12 @@ static int read_file_line(const char *name, char *out, size_t cap) {
 }
 
 const char *ql_test_zk_connect(void) {
-    static char connect[256];
+    static char connect[256], private_connect[256];
+    if (private_dir[0]) {
+        cr_assert_eq(read_file_line("connect", private_connect, sizeof private_connect), 0,
+                     "no %s/connect", private_dir);
+        return private_connect;
+    }
     if (connect[0])
         return connect;
     if (read_file_line("connect", connect, sizeof connect) == 0)
@@ -47,6 +63,64 @@ pid_t ql_test_zk_server_pid(void) {
     pid_t pid = (pid_t)atol(line);
     cr_assert_gt(pid, 1);
     return pid;
+}
+
+static int zk_fixture(const char *cmd, const char *dir) {
+    char line[2048];
+    snprintf(line, sizeof line, "bash '%s/tests/common/zk_fixture.sh' %s '%s' '%s/tests/zk_ready'",
+             QL_TEST_SOURCE_DIR, cmd, dir, QL_TEST_BUILD_DIR);
+    return system(line);
+}
+
+void ql_test_zk_private_start(const char *dir) {
+    (void)ql_test_zk_connect(); /* skips, or fails in CI, where there is no ZooKeeper at all */
+    cr_assert_eq(private_dir[0], '\0', "a private ZooKeeper server runs already");
+    int rc = zk_fixture("start", dir);
+    cr_assert_eq(rc, 0, "tests/common/zk_fixture.sh start %s: status %d", dir, rc);
+    snprintf(private_dir, sizeof private_dir, "%s", dir);
+}
+
+void ql_test_zk_private_stop(void) {
+    if (!private_dir[0])
+        return;
+    (void)zk_fixture("stop", private_dir);
+    private_dir[0] = '\0';
+}
+
+int ql_test_zk_delete_nodes_of(const char *path, long pid) {
+    zhandle_t *zh = zookeeper_init(ql_test_zk_connect(), NULL, 10000, NULL, NULL, 0);
+    cr_assert_not_null(zh);
+    int64_t deadline = ql_test_mono_ms() + 10000;
+    while (zoo_state(zh) != ZOO_CONNECTED_STATE) {
+        cr_assert_lt(ql_test_mono_ms(), deadline, "the test's ZooKeeper session did not connect");
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    struct String_vector kids = {0};
+    int rc = zoo_get_children(zh, path, 0, &kids);
+    cr_assert_eq(rc, ZOK, "%s: %s", path, zerror(rc));
+    char want[40];
+    snprintf(want, sizeof want, " pid=%ld ", pid);
+    int deleted = 0;
+    for (int32_t i = 0; i < kids.count; i++) {
+        char child[512], data[512];
+        snprintf(child, sizeof child, "%s/%s", path, kids.data[i]);
+        int len = (int)sizeof data - 1;
+        struct Stat st;
+        rc = zoo_get(zh, child, 0, data, &len, &st);
+        if (rc == ZNONODE)
+            continue;
+        cr_assert_eq(rc, ZOK, "%s: %s", child, zerror(rc));
+        data[len > 0 ? len : 0] = '\0';
+        if (!strstr(data, want))
+            continue;
+        rc = zoo_delete(zh, child, -1);
+        cr_assert(rc == ZOK || rc == ZNONODE, "%s: %s", child, zerror(rc));
+        deleted += rc == ZOK;
+    }
+    deallocate_String_vector(&kids);
+    zookeeper_close(zh);
+    return deleted;
 }
 
 void ql_test_zk_base(char *out, size_t cap) {

@@ -22,6 +22,20 @@
 const char *ql_test_zk_connect(void);
 /* The fixture server's pid (the java process), for the tests that pause it; asserts. */
 pid_t ql_test_zk_server_pid(void);
+/* Starts a ZooKeeper server of this test's own under dir (tests/common/zk_fixture.sh, the same
+ * settings as the fixture's) and makes ql_test_zk_connect and ql_test_zk_server_pid name it from
+ * then on in this process: for the tests that stop the server (SIGSTOP), so that the other
+ * ZooKeeper tests can share the fixture's server meanwhile. Asserts it started. */
+void ql_test_zk_private_start(const char *dir);
+/* Stops the private server (by its recorded pid) and removes it; no assertions, for a teardown.
+ * Does nothing when none was started. */
+void ql_test_zk_private_stop(void);
+
+/* Deletes the nodes directly under path whose data names pid (" pid=<pid> ", the data every
+ * Qilin node carries), as ZooKeeper does once their owner's session has expired; returns how
+ * many. Through a session of the test's own, blocking; asserts on errors. */
+int ql_test_zk_delete_nodes_of(const char *path, long pid);
+
 /* A base path of its own for this test ("/qt_<pid>_<n>"), so tests never see each other's
  * nodes; written to out. */
 void ql_test_zk_base(char *out, size_t cap);
