@@ -68,13 +68,27 @@ run_t *ql_sched_run_new(ql_sched_t *s, const ql_id_t *id, const char *project) {
     return r;
 }
 
-static void run_unlink(run_t *r) {
+static void bucket_unlink(run_t *r) {
     ql_sched_t *s = r->s;
     run_t **pp = &s->buckets[bucket_of(s, &r->job)];
     while (*pp && *pp != r)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = r->hnext;
+}
+
+void ql_sched_run_set_job(run_t *r, const ql_id_t *id) {
+    ql_sched_t *s = r->s;
+    bucket_unlink(r);
+    r->job = *id;
+    size_t b = bucket_of(s, id);
+    r->hnext = s->buckets[b];
+    s->buckets[b] = r;
+}
+
+static void run_unlink(run_t *r) {
+    ql_sched_t *s = r->s;
+    bucket_unlink(r);
     if (r->prev)
         r->prev->next = r->next;
     else

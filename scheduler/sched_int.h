@@ -157,6 +157,9 @@ typedef struct batch_ent {
 /* A new run for job id in project (RUN_PICKING, no references), linked into s; NULL without
  * memory. */
 run_t *ql_sched_run_new(ql_sched_t *s, const ql_id_t *id, const char *project);
+/* Moves r (linked with a job id not known yet: a pick in a submission's transaction) to job id,
+ * which no other run has. */
+void ql_sched_run_set_job(run_t *r, const ql_id_t *id);
 /* Marks r DONE and unlinks it; freed once no callback refers to it. r must not be used after. */
 void ql_sched_run_drop(run_t *r);
 /* Initialises r's timer on first use. */
@@ -184,6 +187,10 @@ void ql_sched_park_run(run_t *r);
 /* The pick's mutation (r READY -> PENDING -> RUNNING with its first unfinished step) and its
  * answer (starts the step). */
 int ql_sched_pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err);
+/* The pick's body once its fencing check passed in txn: job id (r->job for the fetcher's pick;
+ * the new job's id for a pick in its submission's transaction, sched_claim.c, whose run learns
+ * its job only from the answer). Writes r's result and step like ql_sched_pick_fn. */
+int ql_sched_pick_checked(ql_txn_t *txn, run_t *r, const ql_id_t *id, ql_err_t *err);
 void ql_sched_pick_done(void *arg, int status, const ql_err_t *err);
 /* Copies step st's def into r and marks the step RUNNING (one more attempt, a new marker). */
 int ql_sched_begin_step_rec(ql_txn_t *txn, run_t *r, ql_step_t *st, int64_t now, ql_err_t *err);

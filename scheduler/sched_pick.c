@@ -156,9 +156,6 @@ int ql_sched_next_unfinished(ql_txn_t *txn, const ql_job_t *job, uint32_t from, 
 
 int ql_sched_pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     run_t *r = arg;
-    ql_sched_t *s = r->s;
-    int64_t now = r->now;
-    ql_job_t job;
     /* Under a job's own lock (scheduler 2) the pick claims its token first, in this
      * transaction: a stale lock of the job cannot move it. */
     int rc = r->job_locked ? ql_job_claim(txn, &r->job, r->fence, err)
@@ -169,7 +166,14 @@ int ql_sched_pick_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     }
     if (rc)
         return rc;
-    rc = ql_job_get(txn, &r->job, QL_DECODE_KEEP_EXTRA, &job);
+    return ql_sched_pick_checked(txn, r, &r->job, err);
+}
+
+int ql_sched_pick_checked(ql_txn_t *txn, run_t *r, const ql_id_t *id, ql_err_t *err) {
+    ql_sched_t *s = r->s;
+    int64_t now = r->now;
+    ql_job_t job;
+    int rc = ql_job_get(txn, id, QL_DECODE_KEEP_EXTRA, &job);
     if (rc == QL_ENOTFOUND) {
         r->result = RESULT_STALE;
         return 0;

@@ -27,7 +27,10 @@ typedef struct sub_op {
     size_t n_ids;
     ql_submit_op_t *subs; /* owned: one per job */
     size_t n_subs;
-    ql_id_t *jobs;        /* owned: the new jobs, filled from subs at the answer */
+    ql_id_t *jobs; /* owned: the new jobs, filled from subs at the answer */
+    /* owned: one per job, a slot for its pick in this transaction (NULL: none); each gets its
+     * ql_sched_claim_done at the answer */
+    ql_sched_claim_t **claims;
     ql_job_steps_t steps; /* ADHOC */
     char **names;         /* owned: ADHOC, the steps' names (steps.specs[i].name points here) */
     char *params;         /* owned: ADHOC, encoded */
@@ -146,6 +149,7 @@ static void op_free(sub_op_t *op) {
     free(op->names);
     ql_job_steps_free(&op->steps);
     free(op->params);
+    free(op->claims);
     free(op->jobs);
     free(op->subs);
     free(op->ids);
@@ -193,10 +197,38 @@ static int submit_all_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     sub_op_t *op = arg;
     for (size_t i = 0; i < op->n_subs; i++) {
         int rc = ql_submit_fn(txn, &op->subs[i], err);
+        /* Each job is picked (or left READY) before the next is created: the next one then
+         * finds it before itself in the READY index only if it was left there. */
+        if (!rc && op->claims && op->claims[i])
+            rc = ql_sched_claim_pick(txn, op->claims[i], &op->subs[i].job, err);
         if (rc)
             return rc;
     }
     return 0;
+}
+
+/* Every claim gets its answer (status 0: the job committed) and is forgotten. Returns whether
+ * every job of the request was picked. */
+static bool claims_done(sub_op_t *op, int status) {
+    size_t picked = 0;
+    for (size_t i = 0; op->claims && i < op->n_subs; i++)
+        if (op->claims[i]) {
+            picked += ql_sched_claim_done(op->claims[i], &op->subs[i].job, status);
+            op->claims[i] = NULL;
+        }
+    return picked == op->n_subs;
+}
+
+/* A slot for each job's pick in its own transaction, from the scheduler the picker names (the
+ * project's override of kylin.job.max-concurrent-jobs applies as for the fetcher). */
+static void take_claims(ql_submission_t *s, const ql_project_t *p, sub_op_t *op) {
+    ql_sched_t *sched = s->opts.picker ? s->opts.picker(s->opts.picker_arg) : NULL;
+    if (!sched || !(op->claims = calloc(op->n_subs, sizeof *op->claims)))
+        return;
+    const char *limit = ql_strmap_get(&p->config, "kylin.job.max-concurrent-jobs");
+    for (size_t i = 0; i < op->n_subs; i++)
+        if (!(op->claims[i] = ql_sched_claim(sched, p->name, limit)))
+            break; /* no room for this one: the later ones wait behind it */
 }
 
 static void write_done(void *arg, int status, const ql_err_t *err) {
@@ -204,9 +236,12 @@ static void write_done(void *arg, int status, const ql_err_t *err) {
     ql_submission_t *s = op->svc;
     for (size_t i = 0; i < op->n_subs && !status; i++)
         op->jobs[i] = op->subs[i].job;
+    /* The picked jobs' steps start before the client hears of the jobs; when every job was
+     * picked, no fetcher pass has anything new to look for. */
+    bool all_picked = claims_done(op, status);
     answer(op, status, err, true);
     op_free(op);
-    if (!status && s->opts.wake)
+    if (!status && !all_picked && s->opts.wake)
         s->opts.wake(s->opts.wake_arg);
 }
 
@@ -371,6 +406,8 @@ int ql_submission_submit(ql_submission_t *s, const ql_submission_req_t *req,
         else if (req->kind == QL_SUBMIT_ADHOC)
             rc = prepare_adhoc(s, req, has_model ? &m : NULL, op, &err);
     }
+    if (!rc)
+        take_claims(s, &p, op);
     ql_project_free(&p);
     if (has_model)
         ql_model_free(&m);
@@ -381,5 +418,7 @@ int ql_submission_submit(ql_submission_t *s, const ql_submission_req_t *req,
         ql_err_set(&err, rc, "the server is shutting down");
     else if (rc)
         ql_err_set(&err, rc, "cannot queue the change: %s", ql_strerror(rc));
+    if (rc)
+        claims_done(op, rc);
     return rc ? fail_early(op, rc, &err) : 0;
 }

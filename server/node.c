@@ -70,6 +70,14 @@ static void submission_wake(void *arg) {
     ql_node_kick(arg);
 }
 
+/* The scheduler that may pick a submission in its own transaction (ql_submission.h): the
+ * master's, while it may act on its holding; scheduler 2 has no n->sched (its picks take a
+ * job's lock first), a standby or a query server none at all. */
+static ql_sched_t *submission_picker(void *arg) {
+    ql_node_t *n = arg;
+    return ql_node_is_master(n) && !n->paused ? n->sched : NULL;
+}
+
 static void on_submitted(void *arg, const ql_id_t *job) {
     ql_node_t *n = arg;
     ql_node_kick(n);
@@ -607,6 +615,8 @@ int ql_node_start(const ql_node_opts_t *opts, ql_node_t **out, ql_err_t *err) {
         .server_timezone = ql_config_get_str(n->cfg, "kylin.web.timezone"),
         .wake = submission_wake,
         .wake_arg = n,
+        .picker = submission_picker,
+        .picker_arg = n,
     };
     if ((rc = ql_submission_new(&subo, &n->submission))) {
         ql_err_set(err, rc, "cannot create the submission service: %s", ql_strerror(rc));

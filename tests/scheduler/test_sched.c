@@ -886,6 +886,25 @@ Test(fetcher, a_submission_wakes_an_idle_fetcher_at_once, .fini = teardown) {
     cr_assert_lt(latency, 1000, "started %lld ms after the acknowledgement", (long long)latency);
 }
 
+/* The node's submission service on the master picks a build in the transaction that creates
+ * it (docs/design/jobs.md, The scheduler): RUNNING, its step started, when the client is
+ * answered. */
+Test(fetcher, a_masters_submission_is_running_when_it_is_acknowledged, .fini = teardown) {
+    start_node("templates:\n"
+               "  INC_BUILD:\n"
+               "    steps:\n"
+               "      - {name: nap, kind: sleep, duration: 10m}\n",
+               NULL);
+    ql_test_drive_for(&w.loop, 50); /* idle: the start-up fetch found nothing */
+    ql_id_t job =
+        ql_test_node_build(&w.loop, w.node, &w.model, BASE, BASE + DAY, BASE + 1, DEADLINE_MS);
+    cr_assert_eq(job_state(&job), QL_RUNNING, "picked in its submission's transaction");
+    cr_assert_eq(step_state(&job, 0), QL_RUNNING);
+    cr_assert_eq(w.n_starts, 1, "its step started before the acknowledgement");
+    cr_assert(ql_id_eq(&w.starts[0].job, &job));
+    assert_durable_starts();
+}
+
 /* ---- parameters ---- */
 
 #define HOSTILE "m;touch x;$(touch x)`touch y`'\"q"

@@ -16,7 +16,9 @@
  *   picks as many as the runner pool has room for, globally and per project.
  * - A pick is one mutation: READY -> PENDING -> RUNNING and the first unfinished step RUNNING,
  *   committed together; the step's process (or timer) starts only after that commit is durable.
- *   Each step's end and the next step's start share one commit too.
+ *   Each step's end and the next step's start share one commit too. A job submitted through
+ *   the submission service on the master may be picked in its submission's own transaction
+ *   instead (ql_sched_claim below): the same pick, one commit fewer, no fetcher pass.
  * - A job is run by at most one run record at a time (the fetcher skips jobs that still have
  *   one), so a restarted job's new try never overlaps its old process, which is stopped first.
  * - Mutations re-check the job's state inside their transaction: an answer that lost a race
@@ -149,6 +151,37 @@ int ql_sched_action(ql_sched_t *s, const ql_id_t *job, ql_action_t action, ql_sc
  * it may free s. */
 void ql_sched_stop(ql_sched_t *s, bool pause_running, int64_t grace_ms, void (*done)(void *arg),
                    void *arg);
+
+/*
+ * A pick in a submission's own write transaction (docs/design/jobs.md, The scheduler: picked
+ * with its submission). The submission service (ql_submission.h) asks, on the loop thread, as it
+ * queues a new job: ql_sched_claim takes a slot for it when this scheduler fetches (it holds the
+ * job engine lock and is not stopping, fenced or paused), picks without a job's own lock (not
+ * scheduler 2) and the pick policy (pick_policy.h) would start a candidate of project now: the
+ * slot counts against kylin.job.max-concurrent-jobs and the project's override from then on, as a
+ * fetcher's pick in flight does. Inside the submission's transaction, right after the job is
+ * created, ql_sched_claim_pick makes the pick the fetcher would make (READY -> PENDING ->
+ * RUNNING, its first step RUNNING, under this scheduler's fencing token checked in that
+ * transaction), unless the token is stale or an older READY job comes first in the policy's
+ * order (the READY index holds another job before it): the job then simply stays READY, and
+ * the submission goes on (a pick refused by fencing never fails it). From the submission's
+ * answer, ql_sched_claim_done starts the step (or gives the slot back; a refusal by fencing stops
+ * fetching as a fetcher's refused pick does) and frees the claim. Every claim taken gets exactly
+ * one ql_sched_claim_done, also when the submission failed or was never queued (status != 0),
+ * and the scheduler's stop waits for it. Threads: claim and done on the loop thread, the pick on
+ * the writer's.
+ */
+typedef struct ql_sched_claim ql_sched_claim_t;
+/* A slot for a new job of project, whose kylin.job.max-concurrent-jobs override is limit (the
+ * project's value, NULL: none); NULL when this scheduler may not pick it now (s may be NULL). */
+ql_sched_claim_t *ql_sched_claim(ql_sched_t *s, const char *project, const char *limit);
+/* The pick of the new job in txn (the writer's mutation that created it). 0, the job picked or
+ * left READY; an error only from the pick's own writes (the store failing), err set. */
+int ql_sched_claim_pick(ql_txn_t *txn, ql_sched_claim_t *c, const ql_id_t *job, ql_err_t *err);
+/* The submission's answer: status 0 (the transaction committed job) or its error (job ignored).
+ * Frees c. Returns whether the job was picked (it is RUNNING: no fetcher pass needs to look
+ * for it). */
+bool ql_sched_claim_done(ql_sched_claim_t *c, const ql_id_t *job, int status);
 
 typedef struct ql_sched_stats {
     uint64_t picked;    /* jobs started */

@@ -19,8 +19,16 @@
  *   caller is answered before the sync of the transaction that holds its change).
  * - Wake-up: after the answer of a write that committed, the service calls the wake hook given
  *   at creation, once per write (not per job), so the scheduler looks for the new jobs now and
- *   not at its next poll. Failed submissions do not call it. The hook keeps this library free
+ *   not at its next poll; not when every job of the write was picked in it (below). Failed
+ *   submissions do not call it. The hook keeps this library free
  *   of whoever schedules (server/ passes ql_node_kick; the simulator its scheduler's kick).
+ * - Picked with its submission: when the picker hook given at creation names a scheduler, each
+ *   new job asks it for a slot as the request is queued (ql_sched_claim), and a job that got
+ *   one is picked in the same write transaction that creates it (READY -> PENDING -> RUNNING,
+ *   its first step RUNNING), its step started from the answer, before the done callback runs:
+ *   no commit of the pick's own, and no wait for the fetcher (docs/design/jobs.md, The scheduler).
+ *   Whatever keeps the pick from happening (no slot, an older READY job first, a stale fencing
+ *   token) leaves the job READY and the submission as it was.
  * - Threads: a service is used on one thread, its owner's, which is also where the writer
  *   answers (a server's loop; in the writer's manual mode, whoever calls ql_writer_flush). It
  *   is not locked.
@@ -30,6 +38,7 @@
 #ifndef QL_SUBMISSION_H
 #define QL_SUBMISSION_H
 
+#include "scheduler/ql_sched.h"
 #include "scheduler/ql_submit.h"
 
 #include <stdbool.h>
@@ -45,6 +54,12 @@ typedef struct ql_submission_opts {
                                         or "": UTC */
     void (*wake)(void *arg);         /* may be NULL: see Wake-up above */
     void *wake_arg;
+    /* May be NULL: see Picked with its submission above. Asked on the owner's thread for each
+     * request: the scheduler that may pick its jobs in their own transaction now (the master's:
+     * scheduler 0's holder, scheduler 100's leader; never scheduler 2's, a standby's or a query
+     * server's), or NULL. */
+    ql_sched_t *(*picker)(void *arg);
+    void *picker_arg;
 } ql_submission_opts_t;
 
 /* What a client asks for. Every pointer is borrowed for the call only. */
