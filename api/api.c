@@ -364,8 +364,9 @@ int ql_api_get_model(ql_txn_t *txn, const char *project, const char *name, unsig
 
 /* The generated ADMIN user when qilin.server.users is empty: its password is read from (or
  * first written to) <data>/admin.password and only its hash is kept. Writes the hash into
- * hash (caller's, QL_AUTH_HASH_MAX bytes). */
-static int generated_admin(ql_api_t *api, char *hash, ql_err_t *err) {
+ * hash (caller's, QL_AUTH_HASH_MAX bytes), and into *is_default whether the password is Kylin's
+ * public default (an operator may have written it into the file). */
+static int generated_admin(ql_api_t *api, char *hash, bool *is_default, ql_err_t *err) {
     const char *dir = ql_config_get_str(api->cfg, "qilin.storage.path");
     char pw[QL_ADMIN_PASSWORD_MAX], path[4096];
     bool created;
@@ -373,6 +374,7 @@ static int generated_admin(ql_api_t *api, char *hash, ql_err_t *err) {
     if (rc)
         return rc;
     rc = ql_auth_hash_password(pw, hash, QL_AUTH_HASH_MAX);
+    *is_default = strcmp(pw, QL_AUTH_DEFAULT_PASSWORD) == 0;
     sodium_memzero(pw, sizeof pw);
     if (rc)
         return ql_err_set(err, rc, "cannot hash the ADMIN password: %s", ql_strerror(rc));
@@ -393,11 +395,13 @@ static int make_auth(ql_api_t *api, ql_err_t *err) {
     char hash[QL_AUTH_HASH_MAX];
     size_t k = 0;
     int rc = 0;
+    bool generated = false, is_default = false;
     for (size_t i = 0; i < n && !rc; i++) {
         if (users[i].builtin) {
             /* No configured users: ADMIN with the generated password. */
-            if (!(rc = generated_admin(api, hash, err)))
+            if (!(rc = generated_admin(api, hash, &is_default, err)))
                 au[k++] = (ql_auth_user_t){QL_AUTH_DEFAULT_USER, hash, QL_AUTH_ROLE_ADMIN};
+            generated = true;
             continue;
         }
         au[k].name = users[i].name;
@@ -412,6 +416,8 @@ static int make_auth(ql_api_t *api, ql_err_t *err) {
         ql_auth_config_default(&ac);
         ac.users = au;
         ac.n_users = k;
+        /* The only user is the generated ADMIN, whose password was just compared in clear. */
+        ac.no_default_password = generated && k == 1 && !is_default;
         rc = ql_auth_new(api->loop, &ac, &api->auth, err);
     }
     free(au);

@@ -249,7 +249,7 @@ int ql_auth_new(uv_loop_t *loop, const ql_auth_config_t *cfg, ql_auth_t **out, q
         a->cfg.now_arg = loop;
     }
     a->cfg.users = NULL; /* copied below; the caller's array is not kept */
-    a->default_pw = -1;
+    a->default_pw = a->cfg.no_default_password ? 0 : -1;
     a->users = calloc(cfg->n_users, sizeof *a->users);
     a->cache_sets = (a->cfg.cache_max + WAYS - 1) / WAYS;
     a->fail_sets = (a->cfg.fail_table_max + WAYS - 1) / WAYS;

@@ -124,6 +124,26 @@ Test(security, kylin_default_password_is_refused_on_loopback_by_default) {
     cr_assert_eq(project_count(&Q), 0);
 }
 
+/* The generated ADMIN password is random, so no default-password warning, and none of the
+ * argon2 check behind it; but an operator may write KYLIN into the file: then it is warned about
+ * as when configured. */
+Test(security, an_admin_password_file_holding_kylin_is_warned_about) {
+    qd_init(&Q);
+    qd_start(&Q, NULL);
+    cr_assert_not(file_contains(Q.log, "public default password"),
+                  "a generated password was taken for KYLIN");
+    qd_stop_ok(&Q, 20000);
+    const char *path = data_path(&Q, "admin.password");
+    cr_assert_eq(unlink(path), 0);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "KYLIN\n", 6), 6);
+    close(fd);
+    qd_start(&Q, NULL);
+    cr_assert_eq(status_of(&Q, "GET", "/kylin/api/projects", NULL, "ADMIN:KYLIN", NULL), 200);
+    assert_file_contains(Q.log, "accepts Kylin's public default password KYLIN");
+}
+
 Test(security, kylin_is_an_explicit_opt_in_with_a_warning) {
     qd_init(&Q);
     const char *extra[] = {"--set", "qilin.server.users=ADMIN:" KYLIN_HASH ":ADMIN", NULL};

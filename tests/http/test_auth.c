@@ -611,6 +611,23 @@ Test(auth, configured_admin_password_lifts_the_rule) {
     cr_assert_eq(check(basic("ADMIN", "KYLIN")).status, QL_EAUTH);
 }
 
+/* A caller that knows no password is Kylin's default (qilind's generated ADMIN) spares the
+ * argon2 check of KYLIN against ADMIN's hash: none is verified. */
+Test(auth, no_default_password_answers_without_verifying) {
+    ql_auth_user_t users[] = {{"ADMIN", E.argon, QL_AUTH_ROLE_ADMIN}};
+    ql_auth_config_t cfg;
+    ql_auth_config_default(&cfg);
+    cfg.users = users;
+    cfg.n_users = 1;
+    cfg.verify = counting_verify;
+    cfg.verify_arg = &E;
+    cfg.no_default_password = true;
+    start(&cfg);
+    cr_assert_not(ql_auth_uses_default_password(E.auth));
+    cr_assert_eq(ql_auth_check_listen(E.auth, false, NULL), 0);
+    cr_assert_eq(atomic_load(&E.verifies), 0, "the default password was verified");
+}
+
 Test(auth, bad_user_config_is_refused) {
     ql_auth_config_t cfg;
     ql_auth_config_default(&cfg);

@@ -88,6 +88,10 @@ typedef struct ql_auth_config {
     size_t max_pending;     /* verifications in flight; more get QL_ETRANSIENT. Default 256 */
     size_t max_pending_per_address; /* of those, started from one address; more get
                                        QL_ETRANSIENT. Default 8 */
+    /* The caller knows that no user has Kylin's default password (the users' passwords were
+     * generated at random): ql_auth_uses_default_password answers false without verifying
+     * it against ADMIN's hash, one argon2 computation less at every start. */
+    bool no_default_password;
     /* Seams for tests; NULL means ql_auth_verify_hash and uv_now(loop). The args are borrowed
      * and must outlive the ql_auth_t. */
     ql_auth_verify_fn verify;
