@@ -117,6 +117,7 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_STEP_GET] = "SELECT rec FROM steps WHERE job = $1::uuid AND seq = $2::int4",
     [S_STEP_PUT] = "INSERT INTO steps (job, seq, rec) VALUES ($1::uuid, $2::int4, $3::bytea) "
                    "ON CONFLICT (job, seq) DO UPDATE SET rec = EXCLUDED.rec",
+    [S_STEP_ALL] = "SELECT seq, rec FROM steps WHERE job = $1::uuid ORDER BY seq",
     [S_OUT_GET] = "SELECT body FROM outputs WHERE job = $1::uuid AND seq = $2::int4",
     [S_OUT_PUT] = "INSERT INTO outputs (job, seq, body) VALUES ($1::uuid, $2::int4, $3::bytea) "
                   "ON CONFLICT (job, seq) DO UPDATE SET body = EXCLUDED.body",
@@ -165,6 +166,18 @@ int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
     pg_call_t call = {
         .name = name, .prep_bit = (unsigned)stmt, .sql = stmt_sql[stmt], .p = p, .format = 1};
     return pg_run(t, &call, res);
+}
+
+int pg_exec_pair(pg_txn_t *t, pg_stmt_t s1, const pg_params_t *p1, pg_stmt_t s2,
+                 const pg_params_t *p2, PGresult **res) {
+    char n1[16], n2[16];
+    snprintf(n1, sizeof n1, "q%d", (int)s1);
+    snprintf(n2, sizeof n2, "q%d", (int)s2);
+    pg_call_t calls[2] = {
+        {.name = n1, .prep_bit = (unsigned)s1, .sql = stmt_sql[s1], .p = p1, .format = 1},
+        {.name = n2, .prep_bit = (unsigned)s2, .sql = stmt_sql[s2], .p = p2, .format = 1},
+    };
+    return pg_run_calls(t, calls, 2, res);
 }
 
 int pg_cmd(pg_txn_t *t, const char *sql) {
@@ -399,6 +412,8 @@ static void rollback_nowait(pg_conn_t *c) {
 static void txn_free(pg_txn_t *t) {
     store_txn_fini(&t->base);
     free(t->locked);
+    for (size_t i = 0; i < t->n_rows; i++)
+        PQclear(t->rows[i].steps);
     free(t->rows);
     free(t->woke);
     free(t);
