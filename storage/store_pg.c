@@ -168,6 +168,12 @@ int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
     return pg_run(t, &call, res);
 }
 
+int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
+    if (t->failed || !(t->conn->prepared & (1ull << stmt)))
+        return pg_exec(t, stmt, p, NULL); /* prepared by this run, deferred from the next */
+    return pg_queue_args(t, stmt, p);
+}
+
 int pg_exec_pair(pg_txn_t *t, pg_stmt_t s1, const pg_params_t *p1, pg_stmt_t s2,
                  const pg_params_t *p2, PGresult **res) {
     char n1[16], n2[16];
@@ -384,7 +390,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
     /* A connection whose ROLLBACK was sent without waiting is settled at its next use. */
     bool broken = PQstatus(c->c) != CONNECTION_OK || PQpipelineStatus(c->c) != PQ_PIPELINE_OFF ||
                   (!c->rollback_sent && PQtransactionStatus(c->c) != PQTRANS_IDLE);
-    c->n_queued = 0;
+    pg_queue_clear(c);
     pthread_mutex_lock(&s->pool_lock);
     if (broken) {
         s->n_open--;
@@ -404,7 +410,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
  * user reads (pg_conn_settle): the server has ended it (locks and snapshot released) by the
  * time the answer arrives either way. */
 static void rollback_nowait(pg_conn_t *c) {
-    c->n_queued = 0;
+    pg_queue_clear(c);
     if (PQsendQuery(c->c, "ROLLBACK"))
         c->rollback_sent = true;
 }
@@ -435,6 +441,12 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         pg_txn_t *pt = pgt(parent);
         if (pt->failed) {
             rc = pt->failed;
+            free(t);
+            return rc;
+        }
+        /* A deferred write of the parent goes out first, so that its failure is the parent's
+         * and not the whole transaction's (a queued command of another level fails that). */
+        if (pg_queue_has_writes(pt->conn) && (rc = pg_flush(pt))) {
             free(t);
             return rc;
         }
@@ -535,6 +547,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
         txn_free(t);
         return rc;
     }
+    if (bt->write && !t->failed && pg_queue_has_writes(t->conn))
+        pg_flush(t); /* its failure fails the transaction, which then rolls back */
     if (!t->begun) { /* nothing was sent: nothing to commit or roll back */
         rc = t->failed;
     } else if (!bt->write || t->failed) {
@@ -546,7 +560,7 @@ static int pg_txn_commit(ql_txn_t *bt) {
         size_t n = 0;
         for (int i = 0; i < t->conn->n_queued; i++)
             n += (size_t)snprintf(sql + n, sizeof sql - n, "%s; ", t->conn->queued[i].sql);
-        t->conn->n_queued = 0;
+        pg_queue_clear(t->conn);
         snprintf(sql + n, sizeof sql - n, "%s", pg_changes_commit_sql(t, tail));
         PGresult *r = PQexec(t->conn->c, sql);
         ExecStatusType st = PQresultStatus(r);

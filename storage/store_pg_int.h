@@ -90,11 +90,14 @@ typedef enum pg_qkind {
 } pg_qkind_t;
 
 #define PG_QUEUE_MAX 8
+struct pg_args;
 typedef struct pg_queued {
     char sql[120];
-    uint8_t kind;   /* pg_qkind_t */
-    bool lock;      /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
-    unsigned level; /* the savepoint level that queued it */
+    uint8_t kind;         /* pg_qkind_t */
+    bool lock;            /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
+    unsigned level;       /* the savepoint level that queued it */
+    int stmt;             /* >= 0: a deferred write, prepared statement stmt (pg_defer) */
+    struct pg_args *args; /* owned: its parameters, copied */
 } pg_queued_t;
 
 typedef struct pg_conn {
@@ -227,6 +230,16 @@ int pg_queue_lock(pg_txn_t *t, int64_t key);
 int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind);
 /* Sends what is queued on t's connection now (one round trip; none when nothing is). */
 int pg_flush(pg_txn_t *t);
+/* Queues prepared statement stmt (already prepared on t's connection) with a copy of p, as a
+ * Q_LEVEL command of t: a write whose answer is only its success. Returns 0 or the error of a
+ * send that a full queue needed. */
+int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+/* Runs prepared stmt with p in t, or queues it (pg_queue_args) when the connection has it
+ * prepared: it then goes out with the level's next statement, or when the level ends. */
+int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+/* Whether a deferred write is queued on c; dropping the queue unsent (freeing what it owns). */
+bool pg_queue_has_writes(const pg_conn_t *c);
+void pg_queue_clear(pg_conn_t *c);
 /* A statement run after what is queued: the prepared one named name (prepared from sql first
  * when the connection has not yet), or sql with parameters when name is NULL. */
 typedef struct pg_call {

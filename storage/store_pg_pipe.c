@@ -18,6 +18,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The parameters of a deferred write, copied: values point into data. */
+typedef struct pg_args {
+    int n;
+    const char *v[PG_MAX_PARAMS];
+    int len[PG_MAX_PARAMS];
+    int fmt[PG_MAX_PARAMS];
+    char data[];
+} pg_args_t;
+
+static void queued_free(pg_queued_t *q, int n) {
+    for (int i = 0; i < n; i++) {
+        free(q[i].args);
+        q[i].args = NULL;
+    }
+}
+
+void pg_queue_clear(pg_conn_t *c) {
+    queued_free(c->queued, c->n_queued);
+    c->n_queued = 0;
+}
+
+bool pg_queue_has_writes(const pg_conn_t *c) {
+    for (int i = 0; i < c->n_queued; i++)
+        if (c->queued[i].stmt >= 0)
+            return true;
+    return false;
+}
+
 pg_txn_t *pg_top(pg_txn_t *t) {
     while (t->base.parent)
         t = pgt(t->base.parent);
@@ -107,8 +135,15 @@ static int send_all(pg_conn_t *pc, const pg_queued_t *q, int n, const pg_call_t 
     bool ok = PQenterPipelineMode(c);
     for (int i = 0; ok && i < n; i++, steps++) {
         const char *key = q[i].sql;
-        ok = q[i].lock ? PQsendQueryPrepared(c, PG_LOCK_STMT, 1, &key, NULL, NULL, 0)
-                       : PQsendQueryParams(c, q[i].sql, 0, NULL, NULL, NULL, NULL, 0);
+        const pg_args_t *a = q[i].args;
+        char name[16];
+        if (q[i].stmt >= 0) {
+            snprintf(name, sizeof name, "q%d", q[i].stmt);
+            ok = PQsendQueryPrepared(c, name, a->n, a->v, a->len, a->fmt, 1);
+        } else {
+            ok = q[i].lock ? PQsendQueryPrepared(c, PG_LOCK_STMT, 1, &key, NULL, NULL, 0)
+                           : PQsendQueryParams(c, q[i].sql, 0, NULL, NULL, NULL, NULL, 0);
+        }
         if (q[i].kind == Q_XID)
             pr->xid_step = i;
     }
@@ -144,6 +179,7 @@ static int pipeline(pg_txn_t *t, const pg_call_t *calls, int ncalls, PGresult **
     pipe_res_t pr = {.first_err = -1, .xid_step = -1, .out_step = {-1, -1}};
     bool prep[PG_CALLS_MAX] = {false};
     int steps = send_all(pc, q, n, calls, ncalls, prep, &pr);
+    queued_free(q, n);
     bool ok = steps >= 0;
     if (ok)
         read_results(c, steps, &pr);
@@ -240,6 +276,37 @@ int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind) {
     q->kind = (uint8_t)kind;
     q->lock = false;
     q->level = t->level;
+    q->stmt = -1;
+    q->args = NULL;
+    return 0;
+}
+
+int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
+    size_t total = 0;
+    for (int i = 0; i < p->n; i++)
+        total += p->v[i] ? (size_t)p->len[i] : 0;
+    pg_args_t *a = malloc(sizeof *a + total);
+    if (!a)
+        return UV_ENOMEM;
+    a->n = p->n;
+    char *at = a->data;
+    for (int i = 0; i < p->n; i++) {
+        a->len[i] = p->len[i];
+        a->fmt[i] = p->fmt[i];
+        a->v[i] = p->v[i] ? at : NULL;
+        if (p->v[i]) {
+            memcpy(at, p->v[i], (size_t)p->len[i]);
+            at += p->len[i];
+        }
+    }
+    int rc = pg_queue(t, "", Q_LEVEL);
+    if (rc) {
+        free(a);
+        return rc;
+    }
+    pg_queued_t *q = &t->conn->queued[t->conn->n_queued - 1];
+    q->stmt = (int)stmt;
+    q->args = a;
     return 0;
 }
 
@@ -268,9 +335,19 @@ int pg_end_level(pg_txn_t *t, bool keep) {
     /* Its SAVEPOINT never went out: nothing of it reached the server (what was queued after
      * the SAVEPOINT is this level's), unless it is kept with a lock queued after it. */
     if (at >= 0 && (!keep || own == 1)) {
+        queued_free(pc->queued + at, pc->n_queued - at);
         pc->n_queued = at;
         return 0;
     }
+    if (!keep) /* its deferred writes would be rolled back: they are not sent */
+        for (int i = 0; i < pc->n_queued; i++)
+            if (pc->queued[i].stmt >= 0 && pc->queued[i].level >= t->level) {
+                free(pc->queued[i].args);
+                memmove(pc->queued + i, pc->queued + i + 1,
+                        (size_t)(pc->n_queued - i - 1) * sizeof *pc->queued);
+                pc->n_queued--;
+                i--;
+            }
     int rc = 0;
     if (keep && own && (rc = pipeline(t, NULL, 0, NULL))) /* a lock the parent keeps */
         keep = false;
@@ -293,7 +370,7 @@ int pg_end_level(pg_txn_t *t, bool keep) {
 }
 
 bool pg_conn_settle(pg_conn_t *c) {
-    c->n_queued = 0;
+    pg_queue_clear(c);
     if (!c->rollback_sent)
         return PQstatus(c->c) == CONNECTION_OK;
     c->rollback_sent = false;

@@ -79,7 +79,7 @@ int pg_step_put(ql_txn_t *bt, const ql_step_t *s) {
     pg_p_uuid(&p, &s->job);
     pg_p_i32(&p, (int32_t)s->seq);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    return pg_exec(pgt(bt), S_STEP_PUT, &p, NULL);
+    return pg_defer(pgt(bt), S_STEP_PUT, &p);
 }
 
 typedef struct {
@@ -134,5 +134,5 @@ int pg_output_put(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, const char *te
     pg_p_uuid(&p, job);
     pg_p_i32(&p, (int32_t)seq);
     pg_p_bytes(&p, text, len);
-    return pg_exec(pgt(bt), S_OUT_PUT, &p, NULL);
+    return pg_defer(pgt(bt), S_OUT_PUT, &p);
 }

@@ -51,9 +51,9 @@ static long long scalar(const char *sql) {
     return v;
 }
 
-/* A job of n steps (seq 0, 2, 4, ...: gaps, so that a read of a missing seq between two is
- * asked), step k named "s<seq>" with k + 1 attempts; committed. */
-static ql_job_t put_job(ql_store_t *s, uint32_t n) {
+/* A job of n steps (seq 0, stride, 2 * stride, ...: a stride of 2 leaves gaps, so that a read
+ * of a missing seq between two is asked), step k named "s<seq>" with k + 1 attempts; committed. */
+static ql_job_t put_job(ql_store_t *s, uint32_t n, uint32_t stride) {
     ql_id_t m;
     ql_err_t err = {0};
     ql_txn_t *t;
@@ -81,8 +81,8 @@ static ql_job_t put_job(ql_store_t *s, uint32_t n) {
     for (uint32_t k = 0; k < n; k++) {
         ql_step_t st = {0};
         st.job = j.id;
-        st.seq = 2 * k;
-        snprintf(st.name, sizeof st.name, "s%u", 2 * k);
+        st.seq = stride * k;
+        snprintf(st.name, sizeof st.name, "s%u", stride * k);
         strcpy(st.kind, "noop");
         st.state = QL_READY;
         st.attempts = k + 1;
@@ -123,7 +123,7 @@ static void lock_job(ql_txn_t *t, const ql_id_t *id) {
 
 Test(pg_steps, step_reads_after_a_locking_read_answer_each_step_and_none_other) {
     ql_store_t *s = open_pg();
-    ql_job_t j = put_job(s, 7);
+    ql_job_t j = put_job(s, 7, 2);
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
     lock_job(t, &j.id);
@@ -135,7 +135,7 @@ Test(pg_steps, step_reads_after_a_locking_read_answer_each_step_and_none_other) 
     cr_assert_eq(attempts_of(t, &other, 0), -1, "another job's steps are not this one's");
     ql_txn_abort(t);
 
-    ql_job_t none = put_job(s, 0); /* no steps at all */
+    ql_job_t none = put_job(s, 0, 2); /* no steps at all */
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
     lock_job(t, &none.id);
     cr_assert_eq(attempts_of(t, &none.id, 0), -1);
@@ -145,7 +145,7 @@ Test(pg_steps, step_reads_after_a_locking_read_answer_each_step_and_none_other) 
 
 Test(pg_steps, a_put_is_read_back_at_every_level_and_a_rollback_undoes_it) {
     ql_store_t *s = open_pg();
-    ql_job_t j = put_job(s, 3);
+    ql_job_t j = put_job(s, 3, 2);
     ql_txn_t *t, *c1, *c2;
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
     lock_job(t, &j.id);
@@ -216,7 +216,7 @@ static void *lock_and_read(void *arg) {
 Test(pg_steps, the_steps_read_with_a_waiting_lock_are_those_committed_before_it_is_granted) {
     ql_store_t *a = open_pg(), *b;
     ql_test_store_open(dir, &b);
-    ql_job_t j = put_job(a, 2);
+    ql_job_t j = put_job(a, 2, 2);
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(a, true, &t), 0);
     lock_job(t, &j.id);
@@ -242,4 +242,120 @@ Test(pg_steps, the_steps_read_with_a_waiting_lock_are_those_committed_before_it_
     cr_assert_eq(l.attempts, 9, "b read the step as it was before a's commit");
     ql_store_close(b);
     ql_store_close(a);
+}
+
+/* ---- step puts sent with the next statement (pg_defer) ---- */
+
+static ql_store_t *open_pg_timeout(int64_t lock_timeout_ms) {
+    ql_test_require_backend("pg");
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    o.pg_lock_timeout_ms = lock_timeout_ms;
+    ql_store_t *s;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_store_open(&o, &s, &err), 0, "%s", err.msg);
+    return s;
+}
+
+static long committed_attempts(ql_store_t *s, const ql_id_t *job, uint32_t seq) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    long a = attempts_of(t, job, seq);
+    ql_txn_abort(t);
+    return a;
+}
+
+static bool project_exists(ql_store_t *s, const char *name) {
+    ql_txn_t *t;
+    ql_project_t p;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    int rc = ql_project_get(t, name, 0, &p);
+    ql_txn_abort(t);
+    if (!rc)
+        ql_project_free(&p);
+    return rc == 0;
+}
+
+static int put_project(ql_txn_t *t, const char *name) {
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "%s", name);
+    return ql_project_put(t, &p);
+}
+
+/* Store a holds step 0's row (its put is not committed); b's puts of that step wait for it past
+ * b's lock timeout. The failure of a put sent with a later statement is its level's: the level
+ * fails at that statement, or at its end when nothing followed, and the parent commits; at the
+ * top level the commit fails. A level rolled back never sends its put; a parent's put goes out
+ * before a child begins, so that its failure stays the parent's. */
+Test(pg_steps, a_deferred_put_fails_its_own_level_wherever_its_answer_arrives) {
+    ql_store_t *s = open_pg();
+    ql_job_t j = put_job(s, 3, 1);
+    ql_store_t *a = open_pg_timeout(0), *b = open_pg_timeout(300);
+    ql_txn_t *ta, *tb, *c1, *c2;
+    cr_assert_eq(ql_txn_begin(a, true, &ta), 0);
+    lock_job(ta, &j.id);
+    set_attempts(ta, &j.id, 0, 7); /* a holds step 0's row */
+
+    /* A put is deferred once its statement is prepared on the session: b's first put (of step
+     * 2, which a does not hold) runs at once and prepares it. b's transactions run one after the
+     * other, so they reuse that session. */
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    set_attempts(tb, &j.id, 2, 3);
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    ql_step_t st = {0};
+    st.job = j.id;
+    strcpy(st.name, "s0");
+    strcpy(st.kind, "noop");
+    st.state = QL_READY;
+    st.attempts = 100;
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+
+    /* Deferred, then answered with the level's next statement. */
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(ql_step_put(c1, &st), 0, "queued: no answer yet");
+    cr_assert_eq(put_project(c1, "next"), QL_ETRANSIENT, "the put's failure, with the next");
+    ql_txn_abort(c1);
+    /* Deferred, answered when the level ends. */
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(put_project(c1, "first"), 0);
+    cr_assert_eq(ql_step_put(c1, &st), 0);
+    cr_assert_eq(ql_txn_commit(c1), QL_ETRANSIENT, "the level fails at its end");
+    /* A rolled-back level never sends it (a send would wait and time out). */
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(put_project(c1, "rolled_back"), 0);
+    cr_assert_eq(ql_step_put(c1, &st), 0);
+    ql_txn_abort(c1);
+    /* A parent's put goes out before its child begins: the child cannot begin, the parent is
+     * failed alone. */
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(ql_step_put(c1, &st), 0);
+    cr_assert_eq(ql_txn_begin_nested(c1, &c2), QL_ETRANSIENT);
+    ql_txn_abort(c1);
+    cr_assert_eq(put_project(tb, "kept"), 0, "the top level is usable");
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    cr_assert(project_exists(s, "kept"));
+    cr_assert(!project_exists(s, "first"), "the failed level was rolled back");
+    cr_assert(!project_exists(s, "next"));
+    cr_assert(!project_exists(s, "rolled_back"));
+
+    /* At the top level the commit fails, and nothing of the transaction is kept. */
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(put_project(tb, "top"), 0);
+    cr_assert_eq(ql_step_put(tb, &st), 0);
+    cr_assert_eq(ql_txn_commit(tb), QL_ETRANSIENT);
+    cr_assert(!project_exists(s, "top"));
+    cr_assert_eq(ql_txn_commit(ta), 0);
+    cr_assert_eq(committed_attempts(s, &j.id, 0), 7, "only a's put was applied");
+
+    /* With the row free, a deferred put is applied with the level's next statement. */
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(ql_step_put(c1, &st), 0);
+    cr_assert_eq(ql_txn_commit(c1), 0);
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    cr_assert_eq(committed_attempts(s, &j.id, 0), 100);
+    ql_test_assert_fsck_clean(s);
+    ql_store_close(b);
+    ql_store_close(a);
+    ql_store_close(s);
 }
