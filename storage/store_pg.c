@@ -1,8 +1,9 @@
 /*
  * The PostgreSQL backend: connections, transactions, savepoints, errors, the schema, and its
- * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c,
- * the model lock and the fence epoch in store_pg_locks.c, wake-ups (NOTIFY and the change
- * session) in store_pg_changes.c, the pipelining of a session's commands in store_pg_pipe.c.
+ * backend table (store_ops.h). The records are in store_pg_records.c (steps and outputs, with
+ * the step cache, in store_pg_steps.c), fsck in store_pg_fsck.c, the model lock and the fence
+ * epoch in store_pg_locks.c, wake-ups (NOTIFY and the change session) in store_pg_changes.c, the
+ * pipelining of a session's commands in store_pg_pipe.c.
  *
  * DESIGN (docs/postgresql.md, docs/design/multi-host.md).
  * - Connections: a mutex-guarded pool of at most pool_size sessions, each with search_path set
@@ -16,9 +17,11 @@
  *   reads lock their row (jobs and segments FOR UPDATE, projects and models FOR SHARE); the fence
  *   epoch is read FOR SHARE once per transaction. Uniqueness and the live-job rule come from
  *   constraints with ON CONFLICT DO NOTHING, so an expected conflict never aborts a savepoint.
- * - Round trips: BEGIN, SAVEPOINT, RELEASE, the model lock and CLOSE are queued on the
- *   connection and sent in one pipeline with the next statement (store_pg_pipe.c, which says how
- *   their failures fail a level or the whole transaction); a top-level ROLLBACK is not waited for.
+ * - Round trips: BEGIN, SAVEPOINT, RELEASE, the model lock, CLOSE and the step and output puts
+ *   are queued on the connection and sent in one pipeline with the next statement
+ *   (store_pg_pipe.c, which says how their failures fail a level or the whole transaction); a
+ *   top-level ROLLBACK is not waited for. A locking read of a job reads its steps in the same
+ *   round trip (store_pg_steps.c).
  * - Errors: a statement error aborts the (sub)transaction on the server; the level is marked
  *   failed and refuses further statements, its commit fails, and its abort rolls back to its
  *   savepoint, leaving the parent usable.

@@ -1,16 +1,20 @@
 /*
  * The round trips of a PostgreSQL session (store_pg_int.h, docs/postgresql.md): commands whose
  * answer only matters when they fail (BEGIN, SAVEPOINT, RELEASE, ROLLBACK TO, the model lock,
- * CLOSE) are queued on the connection and go out in libpq's pipeline mode with the next
- * statement, in one round trip. The server runs a pipeline's statements one after the other, in
- * order, and skips the rest of it after an error, so the statement after a model lock still
- * runs under the lock, and after a failed SAVEPOINT nothing of its level runs.
+ * CLOSE, and the deferred writes of pg_defer: step and output puts) are queued on the connection
+ * and go out in libpq's pipeline mode with the next statement, in one round trip. A locking read
+ * that needs a second statement's answer too sends both in one pipeline (pg_run_calls). The server
+ * runs a pipeline's statements one after the other, in order, and skips the rest of it after an
+ * error, so the statement after a model lock still runs under the lock, and after a failed
+ * SAVEPOINT nothing of its level runs.
  *
  * Failures. A queued command's error is the error of the level that queued it (Q_LEVEL, when
  * that level sends it) or of the whole transaction (Q_TOP, Q_XID, or a Q_LEVEL command of
  * another level): the top level is then marked failed, so its COMMIT is not sent and every
  * mutation of the batch fails with the error, instead of a success being answered for a level
- * whose RELEASE failed.
+ * whose RELEASE failed. A deferred write is therefore sent by its own level: with the level's
+ * next statement or at its end (pg_end_level), never for a level rolled back, and before a
+ * nested level's SAVEPOINT (pg_txn_begin sends it first).
  */
 #include "store_pg_int.h"
 
