@@ -1,8 +1,9 @@
 /*
  * The PostgreSQL backend: connections, transactions, savepoints, errors, the schema, and its
- * backend table (store_ops.h). The records are in store_pg_records.c, fsck in store_pg_fsck.c,
- * the model lock and the fence epoch in store_pg_locks.c, wake-ups (NOTIFY and the change
- * session) in store_pg_changes.c, the pipelining of a session's commands in store_pg_pipe.c.
+ * backend table (store_ops.h). The records are in store_pg_records.c (steps and outputs, with
+ * the step cache, in store_pg_steps.c), fsck in store_pg_fsck.c, the model lock and the fence
+ * epoch in store_pg_locks.c, wake-ups (NOTIFY and the change session) in store_pg_changes.c, the
+ * pipelining of a session's commands in store_pg_pipe.c.
  *
  * DESIGN (docs/postgresql.md, docs/design/multi-host.md).
  * - Connections: a mutex-guarded pool of at most pool_size sessions, each with search_path set
@@ -16,9 +17,11 @@
  *   reads lock their row (jobs and segments FOR UPDATE, projects and models FOR SHARE); the fence
  *   epoch is read FOR SHARE once per transaction. Uniqueness and the live-job rule come from
  *   constraints with ON CONFLICT DO NOTHING, so an expected conflict never aborts a savepoint.
- * - Round trips: BEGIN, SAVEPOINT, RELEASE, the model lock and CLOSE are queued on the
- *   connection and sent in one pipeline with the next statement (store_pg_pipe.c, which says how
- *   their failures fail a level or the whole transaction); a top-level ROLLBACK is not waited for.
+ * - Round trips: BEGIN, SAVEPOINT, RELEASE, the model lock, CLOSE and the step and output puts
+ *   are queued on the connection and sent in one pipeline with the next statement
+ *   (store_pg_pipe.c, which says how their failures fail a level or the whole transaction); a
+ *   top-level ROLLBACK is not waited for. A locking read of a job reads its steps in the same
+ *   round trip (store_pg_steps.c).
  * - Errors: a statement error aborts the (sub)transaction on the server; the level is marked
  *   failed and refuses further statements, its commit fails, and its abort rolls back to its
  *   savepoint, leaving the parent usable.
@@ -117,6 +120,7 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_STEP_GET] = "SELECT rec FROM steps WHERE job = $1::uuid AND seq = $2::int4",
     [S_STEP_PUT] = "INSERT INTO steps (job, seq, rec) VALUES ($1::uuid, $2::int4, $3::bytea) "
                    "ON CONFLICT (job, seq) DO UPDATE SET rec = EXCLUDED.rec",
+    [S_STEP_ALL] = "SELECT seq, rec FROM steps WHERE job = $1::uuid ORDER BY seq",
     [S_OUT_GET] = "SELECT body FROM outputs WHERE job = $1::uuid AND seq = $2::int4",
     [S_OUT_PUT] = "INSERT INTO outputs (job, seq, body) VALUES ($1::uuid, $2::int4, $3::bytea) "
                   "ON CONFLICT (job, seq) DO UPDATE SET body = EXCLUDED.body",
@@ -165,6 +169,24 @@ int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
     pg_call_t call = {
         .name = name, .prep_bit = (unsigned)stmt, .sql = stmt_sql[stmt], .p = p, .format = 1};
     return pg_run(t, &call, res);
+}
+
+int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
+    if (t->failed || !(t->conn->prepared & (1ull << stmt)))
+        return pg_exec(t, stmt, p, NULL); /* prepared by this run, deferred from the next */
+    return pg_queue_args(t, stmt, p);
+}
+
+int pg_exec_pair(pg_txn_t *t, pg_stmt_t s1, const pg_params_t *p1, pg_stmt_t s2,
+                 const pg_params_t *p2, PGresult **res) {
+    char n1[16], n2[16];
+    snprintf(n1, sizeof n1, "q%d", (int)s1);
+    snprintf(n2, sizeof n2, "q%d", (int)s2);
+    pg_call_t calls[2] = {
+        {.name = n1, .prep_bit = (unsigned)s1, .sql = stmt_sql[s1], .p = p1, .format = 1},
+        {.name = n2, .prep_bit = (unsigned)s2, .sql = stmt_sql[s2], .p = p2, .format = 1},
+    };
+    return pg_run_calls(t, calls, 2, res);
 }
 
 int pg_cmd(pg_txn_t *t, const char *sql) {
@@ -371,7 +393,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
     /* A connection whose ROLLBACK was sent without waiting is settled at its next use. */
     bool broken = PQstatus(c->c) != CONNECTION_OK || PQpipelineStatus(c->c) != PQ_PIPELINE_OFF ||
                   (!c->rollback_sent && PQtransactionStatus(c->c) != PQTRANS_IDLE);
-    c->n_queued = 0;
+    pg_queue_clear(c);
     pthread_mutex_lock(&s->pool_lock);
     if (broken) {
         s->n_open--;
@@ -391,7 +413,7 @@ static void pool_put(pg_store_t *s, pg_conn_t *c) {
  * user reads (pg_conn_settle): the server has ended it (locks and snapshot released) by the
  * time the answer arrives either way. */
 static void rollback_nowait(pg_conn_t *c) {
-    c->n_queued = 0;
+    pg_queue_clear(c);
     if (PQsendQuery(c->c, "ROLLBACK"))
         c->rollback_sent = true;
 }
@@ -399,6 +421,8 @@ static void rollback_nowait(pg_conn_t *c) {
 static void txn_free(pg_txn_t *t) {
     store_txn_fini(&t->base);
     free(t->locked);
+    for (size_t i = 0; i < t->n_rows; i++)
+        PQclear(t->rows[i].steps);
     free(t->rows);
     free(t->woke);
     free(t);
@@ -420,6 +444,12 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
         pg_txn_t *pt = pgt(parent);
         if (pt->failed) {
             rc = pt->failed;
+            free(t);
+            return rc;
+        }
+        /* A deferred write of the parent goes out first, so that its failure is the parent's
+         * and not the whole transaction's (a queued command of another level fails that). */
+        if (pg_queue_has_writes(pt->conn) && (rc = pg_flush(pt))) {
             free(t);
             return rc;
         }
@@ -520,6 +550,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
         txn_free(t);
         return rc;
     }
+    if (bt->write && !t->failed && pg_queue_has_writes(t->conn))
+        pg_flush(t); /* its failure fails the transaction, which then rolls back */
     if (!t->begun) { /* nothing was sent: nothing to commit or roll back */
         rc = t->failed;
     } else if (!bt->write || t->failed) {
@@ -531,7 +563,7 @@ static int pg_txn_commit(ql_txn_t *bt) {
         size_t n = 0;
         for (int i = 0; i < t->conn->n_queued; i++)
             n += (size_t)snprintf(sql + n, sizeof sql - n, "%s; ", t->conn->queued[i].sql);
-        t->conn->n_queued = 0;
+        pg_queue_clear(t->conn);
         snprintf(sql + n, sizeof sql - n, "%s", pg_changes_commit_sql(t, tail));
         PGresult *r = PQexec(t->conn->c, sql);
         ExecStatusType st = PQresultStatus(r);

@@ -55,6 +55,7 @@ typedef enum pg_stmt {
     S_STEP_PUT,
     S_OUT_GET,
     S_OUT_PUT,
+    S_STEP_ALL,
     S_XACT_STATUS,
     S_FENCE_CLAIM,
     S_COUNT
@@ -89,11 +90,14 @@ typedef enum pg_qkind {
 } pg_qkind_t;
 
 #define PG_QUEUE_MAX 8
+struct pg_args;
 typedef struct pg_queued {
     char sql[120];
-    uint8_t kind;   /* pg_qkind_t */
-    bool lock;      /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
-    unsigned level; /* the savepoint level that queued it */
+    uint8_t kind;         /* pg_qkind_t */
+    bool lock;            /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
+    unsigned level;       /* the savepoint level that queued it */
+    int stmt;             /* >= 0: a deferred write, prepared statement stmt (pg_defer) */
+    struct pg_args *args; /* owned: its parameters, copied */
 } pg_queued_t;
 
 typedef struct pg_conn {
@@ -139,6 +143,9 @@ typedef struct pg_jobrow {
     int64_t create_time;
     int16_t state;
     char project[QL_NAME_MAX + 1];
+    /* The job's steps (columns seq, rec; by seq), read in the round trip of the locking read,
+     * after it: owned (PQclear), NULL when not known (store_pg_steps.c). */
+    PGresult *steps;
 } pg_jobrow_t;
 
 /* Models whose lock a transaction level took (kept per savepoint level: ROLLBACK TO releases
@@ -188,6 +195,21 @@ void pg_p_bytes(pg_params_t *p, const void *data, size_t len);
 /* Runs a prepared statement in t; *res (may be NULL: cleared) gets the result, binary, which
  * the caller PQclear()s. Returns 0 or the mapped error; an error marks t failed. */
 int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res);
+/* Runs prepared s1 then s2 in one round trip (pg_run_calls); res[0], res[1] get their results. */
+int pg_exec_pair(pg_txn_t *t, pg_stmt_t s1, const pg_params_t *p1, pg_stmt_t s2,
+                 const pg_params_t *p2, PGresult **res);
+/* The single value of a one-row result of prepared st in *r; QL_ENOTFOUND without a row. */
+static inline int pg_one_row(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, PGresult **r) {
+    int rc = pg_exec(t, st, p, r);
+    if (rc)
+        return rc;
+    if (PQntuples(*r) == 0) {
+        PQclear(*r);
+        *r = NULL;
+        return QL_ENOTFOUND;
+    }
+    return 0;
+}
 /* Runs a text command on t's connection, after what is queued on it. */
 int pg_cmd(pg_txn_t *t, const char *sql);
 
@@ -208,6 +230,16 @@ int pg_queue_lock(pg_txn_t *t, int64_t key);
 int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind);
 /* Sends what is queued on t's connection now (one round trip; none when nothing is). */
 int pg_flush(pg_txn_t *t);
+/* Queues prepared statement stmt (already prepared on t's connection) with a copy of p, as a
+ * Q_LEVEL command of t: a write whose answer is only its success. Returns 0 or the error of a
+ * send that a full queue needed. */
+int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+/* Runs prepared stmt with p in t, or queues it (pg_queue_args) when the connection has it
+ * prepared: it then goes out with the level's next statement, or when the level ends. */
+int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+/* Whether a deferred write is queued on c; dropping the queue unsent (freeing what it owns). */
+bool pg_queue_has_writes(const pg_conn_t *c);
+void pg_queue_clear(pg_conn_t *c);
 /* A statement run after what is queued: the prepared one named name (prepared from sql first
  * when the connection has not yet), or sql with parameters when name is NULL. */
 typedef struct pg_call {
@@ -220,6 +252,11 @@ typedef struct pg_call {
 /* Runs call after what is queued, in one round trip; *res gets its result (TUPLES_OK or
  * COMMAND_OK; the caller PQclear()s it). Returns 0 or the mapped error (t marked failed). */
 int pg_run(pg_txn_t *t, const pg_call_t *call, PGresult **res);
+/* Runs calls[0..ncalls) (1 or 2) after what is queued, in one round trip: the server runs each
+ * after the one before has finished, with a snapshot of its own (READ COMMITTED), and skips the
+ * rest after an error. res[k] gets the result of calls[k] (the caller PQclear()s them; all NULL
+ * on an error). Returns 0 or the mapped error of the first that failed (t marked failed). */
+int pg_run_calls(pg_txn_t *t, const pg_call_t *calls, int ncalls, PGresult **res);
 /* The top level of t. */
 pg_txn_t *pg_top(pg_txn_t *t);
 /* Ends nested level t on its connection: released (keep) or rolled back to its savepoint.
@@ -252,6 +289,13 @@ void pg_row_note(pg_txn_t *t, const ql_id_t *id, const char *project, const ql_i
 const pg_jobrow_t *pg_row_find(const pg_txn_t *t, const ql_id_t *id);
 void pg_row_forget(pg_txn_t *t, const ql_id_t *id);
 void pg_rows_merge(pg_txn_t *into, pg_txn_t *from);
+/* The step cache of a job row (store_pg_steps.c): steps (owned from then on) attached to the
+ * row t holds at its own level (cleared when there is none); the steps of the row pg_row_find
+ * gives (NULL: not known); dropping the job's steps from every level from t up (a step put:
+ * always right, since a step not known is read again). */
+void pg_row_set_steps(pg_txn_t *t, const ql_id_t *id, PGresult *steps);
+PGresult *pg_row_steps(const pg_txn_t *t, const ql_id_t *id);
+void pg_steps_forget(pg_txn_t *t, const ql_id_t *id);
 /* The job engine epoch, read FOR SHARE once per write transaction (store_pg.c). */
 int pg_fence_epoch(pg_txn_t *t, uint64_t *out);
 void pg_fence_forget(pg_txn_t *t);

@@ -110,7 +110,9 @@ static pg_jobrow_t *row_slot(pg_txn_t *t, const ql_id_t *id) {
         t->rows = p;
         t->cap_rows = cap;
     }
-    return &t->rows[t->n_rows++];
+    pg_jobrow_t *r = &t->rows[t->n_rows++];
+    memset(r, 0, sizeof *r);
+    return r;
 }
 
 void pg_row_note(pg_txn_t *t, const ql_id_t *id, const char *project, const ql_id_t *model,
@@ -140,8 +142,10 @@ const pg_jobrow_t *pg_row_find(const pg_txn_t *t, const ql_id_t *id) {
 void pg_row_forget(pg_txn_t *t, const ql_id_t *id) {
     for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
         for (size_t i = 0; i < l->n_rows; i++)
-            if (ql_id_eq(&l->rows[i].id, id))
+            if (ql_id_eq(&l->rows[i].id, id)) {
+                PQclear(l->rows[i].steps);
                 l->rows[i--] = l->rows[--l->n_rows];
+            }
 }
 
 void pg_rows_merge(pg_txn_t *into, pg_txn_t *from) {
@@ -151,6 +155,33 @@ void pg_rows_merge(pg_txn_t *into, pg_txn_t *from) {
             pg_row_forget(into, &from->rows[i].id); /* no stale row may stay */
             continue;
         }
+        if (r->steps != from->rows[i].steps)
+            PQclear(r->steps);
         *r = from->rows[i];
+        from->rows[i].steps = NULL; /* moved to the parent */
     }
+}
+
+void pg_row_set_steps(pg_txn_t *t, const ql_id_t *id, PGresult *steps) {
+    for (size_t i = 0; i < t->n_rows; i++)
+        if (ql_id_eq(&t->rows[i].id, id)) {
+            PQclear(t->rows[i].steps);
+            t->rows[i].steps = steps;
+            return;
+        }
+    PQclear(steps); /* no row kept (out of memory): nothing is cached */
+}
+
+PGresult *pg_row_steps(const pg_txn_t *t, const ql_id_t *id) {
+    const pg_jobrow_t *r = pg_row_find(t, id);
+    return r ? r->steps : NULL;
+}
+
+void pg_steps_forget(pg_txn_t *t, const ql_id_t *id) {
+    for (pg_txn_t *l = t; l; l = l->base.parent ? pgt(l->base.parent) : NULL)
+        for (size_t i = 0; i < l->n_rows; i++)
+            if (ql_id_eq(&l->rows[i].id, id)) {
+                PQclear(l->rows[i].steps);
+                l->rows[i].steps = NULL;
+            }
 }

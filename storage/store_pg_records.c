@@ -12,22 +12,9 @@
 
 #define EPOCH_KEY "job_engine_epoch"
 
-/* The single bytea (or other) value of a one-row result; QL_ENOTFOUND without a row. */
-static int one_row(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, PGresult **r) {
-    int rc = pg_exec(t, st, p, r);
-    if (rc)
-        return rc;
-    if (PQntuples(*r) == 0) {
-        PQclear(*r);
-        *r = NULL;
-        return QL_ENOTFOUND;
-    }
-    return 0;
-}
-
 static int count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *out) {
     PGresult *r;
-    int rc = one_row(t, st, p, &r);
+    int rc = pg_one_row(t, st, p, &r);
     if (rc)
         return rc;
     *out = (uint64_t)pg_get_i64(r, 0, 0);
@@ -48,7 +35,7 @@ int pg_meta_get_u64(ql_txn_t *bt, const char *key, uint64_t *out) {
     pg_params_t p = {0};
     pg_p_text(&p, key);
     PGresult *r;
-    int rc = one_row(t, bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
+    int rc = pg_one_row(t, bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
     if (rc)
         return rc;
     if (PQgetlength(r, 0, 0) != 8)
@@ -118,7 +105,7 @@ int pg_meta_get_str(ql_txn_t *bt, const char *key, char *buf, size_t cap) {
     pg_params_t p = {0};
     pg_p_text(&p, key);
     PGresult *r;
-    int rc = one_row(pgt(bt), bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
+    int rc = pg_one_row(pgt(bt), bt->write ? S_META_GET_UPDATE : S_META_GET, &p, &r);
     if (rc)
         return rc;
     size_t n = (size_t)PQgetlength(r, 0, 0);
@@ -141,7 +128,7 @@ int pg_metadata_generation(ql_txn_t *bt, uint64_t *out) {
     pg_p_text(&p, "metadata_generation");
     PGresult *r;
     /* Read without a lock even in a write transaction: the bump is one atomic statement. */
-    int rc = one_row(pgt(bt), S_META_GET, &p, &r);
+    int rc = pg_one_row(pgt(bt), S_META_GET, &p, &r);
     if (rc == QL_ENOTFOUND) {
         *out = 0;
         return 0;
@@ -165,7 +152,7 @@ int pg_project_get(ql_txn_t *bt, const char *name, unsigned flags, ql_project_t 
     pg_params_t p = {0};
     pg_p_text(&p, name);
     PGresult *r;
-    int rc = one_row(t, bt->write ? S_PROJ_GET_SHARE : S_PROJ_GET, &p, &r);
+    int rc = pg_one_row(t, bt->write ? S_PROJ_GET_SHARE : S_PROJ_GET, &p, &r);
     if (rc)
         return rc;
     msgpack_zone *z = zone(t);
@@ -234,7 +221,7 @@ int pg_model_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *ou
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = one_row(t, bt->write ? S_MODEL_GET_SHARE : S_MODEL_GET, &p, &r);
+    int rc = pg_one_row(t, bt->write ? S_MODEL_GET_SHARE : S_MODEL_GET, &p, &r);
     if (rc)
         return rc;
     rc = model_decode(t, r, 0, flags, out);
@@ -246,7 +233,7 @@ int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = one_row(pgt(bt), S_MODEL_EXISTS, &p, &r);
+    int rc = pg_one_row(pgt(bt), S_MODEL_EXISTS, &p, &r);
     PQclear(r);
     return rc;
 }
@@ -260,7 +247,7 @@ int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned 
     pg_p_text(&p, name);
     PGresult *r;
     /* A write transaction locks it as ql_model_get does. */
-    int rc = one_row(pgt(bt), bt->write ? S_MODEL_FIND_SHARE : S_MODEL_FIND, &p, &r);
+    int rc = pg_one_row(pgt(bt), bt->write ? S_MODEL_FIND_SHARE : S_MODEL_FIND, &p, &r);
     if (rc)
         return rc;
     rc = model_decode(pgt(bt), r, 0, flags, out);
@@ -279,14 +266,14 @@ int pg_model_put(ql_txn_t *bt, const ql_model_t *m) {
     pg_params_t p = {0};
     pg_p_text(&p, m->project);
     PGresult *r;
-    int rc = one_row(t, S_PROJ_GET_SHARE, &p, &r);
+    int rc = pg_one_row(t, S_PROJ_GET_SHARE, &p, &r);
     if (rc)
         return rc;
     PQclear(r);
     p = (pg_params_t){0};
     pg_p_text(&p, m->project);
     pg_p_text(&p, m->name);
-    rc = one_row(t, S_MODEL_ID_BY_NAME, &p, &r);
+    rc = pg_one_row(t, S_MODEL_ID_BY_NAME, &p, &r);
     if (rc == 0) {
         ql_id_t other;
         pg_get_uuid(r, 0, 0, &other);
@@ -298,7 +285,7 @@ int pg_model_put(ql_txn_t *bt, const ql_model_t *m) {
     }
     p = (pg_params_t){0};
     pg_p_uuid(&p, &m->id);
-    rc = one_row(t, S_MODEL_OLD, &p, &r);
+    rc = pg_one_row(t, S_MODEL_OLD, &p, &r);
     bool existed = rc == 0;
     PQclear(r);
     if (rc && rc != QL_ENOTFOUND)
@@ -361,7 +348,7 @@ int pg_segment_get(ql_txn_t *bt, const ql_id_t *id, ql_segment_t *out) {
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = one_row(t, bt->write ? S_SEG_GET_UPDATE : S_SEG_GET, &p, &r);
+    int rc = pg_one_row(t, bt->write ? S_SEG_GET_UPDATE : S_SEG_GET, &p, &r);
     if (rc)
         return rc;
     rc = seg_decode(t, r, 0, QL_DECODE_KEEP_EXTRA, out);
@@ -373,7 +360,7 @@ int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = one_row(pgt(bt), S_SEG_EXISTS, &p, &r);
+    int rc = pg_one_row(pgt(bt), S_SEG_EXISTS, &p, &r);
     PQclear(r);
     return rc;
 }
@@ -409,7 +396,7 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
         return 0;
     pg_params_t id = {0};
     pg_p_uuid(&id, &s->id);
-    if ((rc = one_row(t, S_SEG_OLD, &id, &r)))
+    if ((rc = pg_one_row(t, S_SEG_OLD, &id, &r)))
         return rc;
     ql_id_t old;
     pg_get_uuid(r, 0, 0, &old);
@@ -426,7 +413,7 @@ int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = one_row(t, S_SEG_OLD, &p, &r);
+    int rc = pg_one_row(t, S_SEG_OLD, &p, &r);
     if (rc)
         return rc;
     ql_id_t model;
@@ -434,7 +421,7 @@ int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
     PQclear(r);
     if ((rc = pg_lock_model(t, &model)))
         return rc;
-    if ((rc = one_row(t, S_SEG_DELETE, &p, &r)))
+    if ((rc = pg_one_row(t, S_SEG_DELETE, &p, &r)))
         return rc;
     PQclear(r);
     return 0;
@@ -496,22 +483,37 @@ static int job_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_job_
              : UV_ENOMEM;
 }
 
-/* FOR UPDATE in a write transaction: two servers cannot both move one job. */
+/* FOR UPDATE in a write transaction: two servers cannot both move one job. The job's steps are
+ * read in the same round trip, after the row lock is held, for the step reads that follow
+ * (store_pg_steps.c). */
 int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     pg_txn_t *t = pgt(bt);
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
-    PGresult *r;
-    int rc = one_row(t, bt->write ? S_JOB_GET_UPDATE : S_JOB_GET, &p, &r);
-    if (rc)
+    if (!bt->write) {
+        PGresult *r;
+        int rc = pg_one_row(t, S_JOB_GET, &p, &r);
+        if (!rc)
+            rc = job_decode(t, r, 0, flags, out);
+        PQclear(r);
         return rc;
-    rc = job_decode(t, r, 0, flags, out);
-    if (rc == 0 && bt->write) { /* locked: a put of it needs no read of the old row */
-        ql_id_t model;
-        pg_get_uuid(r, 0, 2, &model);
-        pg_row_note(t, id, PQgetvalue(r, 0, 1), &model, pg_get_i64(r, 0, 3), pg_get_i16(r, 0, 4));
     }
-    PQclear(r);
+    PGresult *r[2];
+    int rc = pg_exec_pair(t, S_JOB_GET_UPDATE, &p, S_STEP_ALL, &p, r);
+    if (!rc && PQntuples(r[0]) == 0)
+        rc = QL_ENOTFOUND;
+    if (!rc)
+        rc = job_decode(t, r[0], 0, flags, out);
+    if (!rc) { /* locked: a put of it needs no read of the old row, nor a step read its row */
+        ql_id_t model;
+        pg_get_uuid(r[0], 0, 2, &model);
+        pg_row_note(t, id, PQgetvalue(r[0], 0, 1), &model, pg_get_i64(r[0], 0, 3),
+                    pg_get_i16(r[0], 0, 4));
+        pg_row_set_steps(t, id, r[1]);
+        r[1] = NULL;
+    }
+    PQclear(r[0]);
+    PQclear(r[1]);
     return rc;
 }
 
@@ -534,7 +536,7 @@ static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool 
             return 0;
         pg_params_t id = {0};
         pg_p_uuid(&id, &j->id);
-        if ((rc = one_row(t, S_JOB_OLD, &id, &r)))
+        if ((rc = pg_one_row(t, S_JOB_OLD, &id, &r)))
             return rc == QL_ENOTFOUND ? QL_EJOBCONFLICT : rc; /* the live-jobs constraint */
         ql_id_t model;
         pg_get_uuid(r, 0, 1, &model);
@@ -698,89 +700,4 @@ int pg_job_count(ql_txn_t *bt, const char *project, uint32_t state_mask, uint64_
         pg_p_text(&p, project);
     pg_p_i32(&p, (int32_t)(state_mask & ((1u << QL_JOB_STATE_COUNT) - 1)));
     return count_of(pgt(bt), project ? S_JOB_COUNT : S_JOB_COUNT_ALL, &p, out);
-}
-
-/* ---- steps and outputs ---- */
-
-int pg_step_get(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, ql_step_t *out) {
-    pg_txn_t *t = pgt(bt);
-    pg_params_t p = {0};
-    pg_p_uuid(&p, job);
-    pg_p_i32(&p, (int32_t)seq);
-    PGresult *r;
-    int rc = one_row(t, S_STEP_GET, &p, &r);
-    if (rc)
-        return rc;
-    msgpack_zone *z = zone(t);
-    rc = z ? ql_step_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0),
-                              QL_DECODE_KEEP_EXTRA, out)
-           : UV_ENOMEM;
-    PQclear(r);
-    return rc;
-}
-
-int pg_step_put(ql_txn_t *bt, const ql_step_t *s) {
-    if (!bt->write || (unsigned)s->state >= QL_STATE_COUNT)
-        return QL_EINVAL;
-    ql_buf_reset(&bt->buf);
-    int rc = ql_step_encode(s, &bt->buf);
-    if (rc)
-        return rc;
-    pg_params_t p = {0};
-    pg_p_uuid(&p, &s->job);
-    pg_p_i32(&p, (int32_t)s->seq);
-    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    return pg_exec(pgt(bt), S_STEP_PUT, &p, NULL);
-}
-
-static int step_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
-    msgpack_zone *z = zone(w->t);
-    if (!z)
-        return UV_ENOMEM;
-    ql_step_t s;
-    int rc = ql_step_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), 0, &s);
-    if (rc)
-        return rc;
-    rc = ((ql_step_cb)w->cb)(&s, w->arg);
-    ql_step_free(&s);
-    return rc;
-}
-
-int pg_step_foreach(ql_txn_t *bt, const ql_id_t *job, ql_step_cb cb, void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
-    pg_params_t p = {0};
-    pg_p_uuid(&p, job);
-    return pg_walk(pgt(bt), W_STEPS, &p, step_row, &w);
-}
-
-int pg_output_get(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, char **out, size_t *len) {
-    pg_params_t p = {0};
-    pg_p_uuid(&p, job);
-    pg_p_i32(&p, (int32_t)seq);
-    PGresult *r;
-    int rc = one_row(pgt(bt), S_OUT_GET, &p, &r);
-    if (rc)
-        return rc;
-    size_t n = (size_t)PQgetlength(r, 0, 0);
-    *out = malloc(n + 1);
-    if (*out) {
-        memcpy(*out, PQgetvalue(r, 0, 0), n);
-        (*out)[n] = '\0';
-        *len = n;
-    } else {
-        rc = UV_ENOMEM;
-    }
-    PQclear(r);
-    return rc;
-}
-
-int pg_output_put(ql_txn_t *bt, const ql_id_t *job, uint32_t seq, const char *text, size_t len) {
-    if (!bt->write)
-        return QL_EINVAL;
-    pg_params_t p = {0};
-    pg_p_uuid(&p, job);
-    pg_p_i32(&p, (int32_t)seq);
-    pg_p_bytes(&p, text, len);
-    return pg_exec(pgt(bt), S_OUT_PUT, &p, NULL);
 }
