@@ -135,6 +135,17 @@ const char *ql_test_pg_url(void) {
     return find_pg_url();
 }
 
+long long ql_test_pg_scalar(const char *sql) {
+    PGconn *c = PQconnectdb(ql_test_pg_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQresultErrorMessage(r));
+    long long v = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    PQfinish(c);
+    return v;
+}
+
 static void drop_schemas(void) {
     if (getpid() != schemas_pid || n_schemas == 0)
         return;

@@ -40,6 +40,9 @@ void ql_test_require_backend(const char *backend);
 void ql_test_store_opts(const char *dir, ql_store_opts_t *opts);
 /* The PostgreSQL conninfo of the tests (QL_TEST_PG_URL or the fixture's), NULL when none. */
 const char *ql_test_pg_url(void);
+/* Runs one query on a PostgreSQL session of the test's own (ql_test_pg_url); returns the first
+ * row's first value as an integer, -1 without rows. Asserts that it ran. */
+long long ql_test_pg_scalar(const char *sql);
 /* The configuration settings ("key=value") that put the store of a server whose data
  * directory is dir (qilind, node_driver, a node of ql_test_node_config) on the backend under
  * test: none on LMDB; on PostgreSQL qilin.storage.url and qilin.storage.pg.schema, with the

@@ -39,18 +39,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Runs one query on a session of the test's own; returns the first value as an integer. */
-static long long scalar(const char *sql) {
-    PGconn *c = PQconnectdb(ql_test_pg_url());
-    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQresultErrorMessage(r));
-    long long v = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : -1;
-    PQclear(r);
-    PQfinish(c);
-    return v;
-}
-
 /* A job of n steps (seq 0, stride, 2 * stride, ...: a stride of 2 leaves gaps, so that a read
  * of a missing seq between two is asked), step k named "s<seq>" with k + 1 attempts; committed. */
 static ql_job_t put_job(ql_store_t *s, uint32_t n, uint32_t stride) {
@@ -232,7 +220,7 @@ Test(pg_steps, the_steps_read_with_a_waiting_lock_are_those_committed_before_it_
              o.pg_schema);
     double deadline = now_s() + 20;
     bool waited = false;
-    while (!(waited = scalar(waiting) > 0) && now_s() < deadline)
+    while (!(waited = ql_test_pg_scalar(waiting) > 0) && now_s() < deadline)
         ;
     set_attempts(t, &j.id, 2, 9);
     cr_assert_eq(ql_txn_commit(t), 0);

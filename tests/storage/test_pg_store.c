@@ -41,18 +41,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Runs one query on a session of the test's own; returns the first value as an integer. */
-static long long scalar(const char *sql) {
-    PGconn *c = PQconnectdb(ql_test_pg_url());
-    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
-    PGresult *r = PQexec(c, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_TUPLES_OK, "%s: %s", sql, PQresultErrorMessage(r));
-    long long v = PQntuples(r) ? atoll(PQgetvalue(r, 0, 0)) : -1;
-    PQclear(r);
-    PQfinish(c);
-    return v;
-}
-
 Test(pg, a_password_never_reaches_a_message) {
     ql_store_opts_t o = {.path = ".", .url = "postgresql://qilin:Sekr1t@127.0.0.1:1/db"};
     ql_store_t *s = NULL;
@@ -100,7 +88,7 @@ Test(pg, require_sync_replication_refuses_a_database_without_a_synchronous_stand
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_namespace WHERE nspname = '%s'",
              o.pg_schema);
-    cr_assert_eq(scalar(sql), 0, "the refused open created its schema");
+    cr_assert_eq(ql_test_pg_scalar(sql), 0, "the refused open created its schema");
     o.pg_require_sync_replication = false;
     cr_assert_eq(ql_store_open(&o, &s, &err), 0, "%s", err.msg);
     ql_store_close(s);
@@ -266,7 +254,7 @@ Test(pg, a_fence_raise_waits_for_the_holders_transaction_then_fences_it) {
              "wait_event_type = 'Lock'",
              o.pg_schema);
     double deadline = now_s() + 20;
-    while (scalar(waiting) == 0) {
+    while (ql_test_pg_scalar(waiting) == 0) {
         if (now_s() > deadline) {
             atomic_store(&committing, true);
             ql_txn_abort(t);
@@ -344,7 +332,7 @@ Test(pg, a_lost_connection_is_unavailable_and_the_store_recovers) {
              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
              "application_name = 'qilin/%s' AND state = 'idle in transaction'",
              o.pg_schema);
-    cr_assert_eq(scalar(sql), 1, "the read transaction's session");
+    cr_assert_eq(ql_test_pg_scalar(sql), 1, "the read transaction's session");
     cr_assert_eq(ql_project_count(t, &n), QL_EUNAVAILABLE);
     ql_txn_abort(t);
     /* The broken session left the pool; the next transaction gets a fresh one. */
@@ -373,7 +361,7 @@ Test(pg, a_commit_cut_off_is_resolved_before_the_answer) {
              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
              "application_name = 'qilin/%s' AND state = 'idle in transaction'",
              o.pg_schema);
-    cr_assert_eq(scalar(sql), 1, "the write transaction's session");
+    cr_assert_eq(ql_test_pg_scalar(sql), 1, "the write transaction's session");
     cr_assert_eq(ql_txn_commit(t), QL_ETRANSIENT);
     cr_assert_eq(ql_txn_begin(s, false, &t), 0);
     cr_assert_eq(ql_project_get(t, "cut_off", 0, &p), QL_ENOTFOUND);
