@@ -294,6 +294,19 @@ static PGconn *connect_pool_session(const pg_store_t *s) {
     return PQconnectdbParams(kw, val, 1);
 }
 
+/* Whether a set-up command of a new session (its result r, cleared here) succeeded; if not,
+ * the session is closed and err says why. */
+static bool session_set_up(const pg_store_t *s, PGconn *c, PGresult *r, ql_err_t *err) {
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!ok)
+        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
+                   PQresultErrorMessage(r));
+    PQclear(r);
+    if (!ok)
+        PQfinish(c);
+    return ok;
+}
+
 int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
     *out = NULL;
     PGconn *c = connect_pool_session(s);
@@ -320,24 +333,9 @@ int pg_conn_open(pg_store_t *s, pg_conn_t **out, ql_err_t *err) {
              "on; SET application_name = %s; SET client_min_messages = warning",
              s->schema_ident, (long long)s->lock_timeout_ms, app_lit ? app_lit : "'qilin'");
     PQfreemem(app_lit);
-    PGresult *r = PQexec(c, sql);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
-                   PQresultErrorMessage(r));
-        PQclear(r);
-        PQfinish(c);
+    if (!session_set_up(s, c, PQexec(c, sql), err) ||
+        !session_set_up(s, c, PQprepare(c, PG_LOCK_STMT, PG_LOCK_SQL, 0, NULL), err))
         return QL_EUNAVAILABLE;
-    }
-    PQclear(r);
-    r = PQprepare(c, PG_LOCK_STMT, PG_LOCK_SQL, 0, NULL);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        ql_err_set(err, QL_EUNAVAILABLE, "cannot set up a session on %s: %s", s->masked,
-                   PQresultErrorMessage(r));
-        PQclear(r);
-        PQfinish(c);
-        return QL_EUNAVAILABLE;
-    }
-    PQclear(r);
     pg_conn_t *pc = calloc(1, sizeof *pc);
     if (!pc) {
         PQfinish(c);

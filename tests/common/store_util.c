@@ -135,6 +135,22 @@ const char *ql_test_pg_url(void) {
     return find_pg_url();
 }
 
+ql_job_t ql_test_live_job(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a,
+                          int64_t b) {
+    ql_job_t j = {0};
+    ql_store_new_id(s, &j.id);
+    strcpy(j.project, "p");
+    j.model = *model;
+    strcpy(j.type, "INC_BUILD");
+    j.state = st;
+    j.priority = 3;
+    j.create_time = j.modify_time = 1;
+    j.has_range = true;
+    j.range_start = a;
+    j.range_end = b;
+    return j;
+}
+
 long long ql_test_pg_scalar(const char *sql) {
     PGconn *c = PQconnectdb(ql_test_pg_url());
     cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));

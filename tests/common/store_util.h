@@ -40,6 +40,9 @@ void ql_test_require_backend(const char *backend);
 void ql_test_store_opts(const char *dir, ql_store_opts_t *opts);
 /* The PostgreSQL conninfo of the tests (QL_TEST_PG_URL or the fixture's), NULL when none. */
 const char *ql_test_pg_url(void);
+/* An INC_BUILD job of project "p" and model in state st over [a, b), priority 3, created at 1,
+ * with a new id of s; not stored. */
+ql_job_t ql_test_live_job(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a, int64_t b);
 /* Runs one query on a PostgreSQL session of the test's own (ql_test_pg_url); returns the first
  * row's first value as an integer, -1 without rows. Asserts that it ran. */
 long long ql_test_pg_scalar(const char *sql);

@@ -33,21 +33,6 @@ static ql_store_t *open_pg(int64_t lock_timeout_ms) {
     return s;
 }
 
-static ql_job_t job_of(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a, int64_t b) {
-    ql_job_t j = {0};
-    ql_store_new_id(s, &j.id);
-    strcpy(j.project, "p");
-    j.model = *model;
-    strcpy(j.type, "INC_BUILD");
-    j.state = st;
-    j.priority = 3;
-    j.create_time = j.modify_time = 1;
-    j.has_range = true;
-    j.range_start = a;
-    j.range_end = b;
-    return j;
-}
-
 static ql_state_t state_of(ql_store_t *s, const ql_id_t *id) {
     ql_txn_t *t;
     ql_job_t j;
@@ -67,7 +52,8 @@ Test(pg_pipe, a_model_lock_that_times_out_fails_its_level_and_the_parent_commits
     ql_err_t err = {0};
     cr_assert_eq(ql_test_create_daily_model(a, "p", "m", &m, &err), 0, "%s", err.msg);
     ql_txn_t *ta, *tb, *child;
-    ql_job_t held = job_of(a, &m, QL_READY, 0, 100), other = job_of(b, &m, QL_READY, 200, 300);
+    ql_job_t held = ql_test_live_job(a, &m, QL_READY, 0, 100),
+             other = ql_test_live_job(b, &m, QL_READY, 200, 300);
     cr_assert_eq(ql_txn_begin(a, true, &ta), 0);
     cr_assert_eq(ql_job_put(ta, &held), 0, "a holds the model's lock until it commits");
 
@@ -105,7 +91,7 @@ Test(pg_pipe, a_put_after_a_locking_read_checks_the_row_the_transaction_holds) {
     ql_id_t m;
     ql_err_t err = {0};
     cr_assert_eq(ql_test_create_daily_model(s, "p", "m", &m, &err), 0, "%s", err.msg);
-    ql_job_t j = job_of(s, &m, QL_READY, 0, 100);
+    ql_job_t j = ql_test_live_job(s, &m, QL_READY, 0, 100);
     ql_txn_t *t, *child;
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
     cr_assert_eq(ql_job_put(t, &j), 0);

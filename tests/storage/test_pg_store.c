@@ -101,28 +101,15 @@ static ql_id_t make_model(ql_store_t *s) {
     return id;
 }
 
-static ql_job_t live_job(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a, int64_t b) {
-    ql_job_t j = {0};
-    ql_store_new_id(s, &j.id);
-    strcpy(j.project, "p");
-    j.model = *model;
-    strcpy(j.type, "INC_BUILD");
-    j.state = st;
-    j.priority = 3;
-    j.create_time = j.modify_time = 1;
-    j.has_range = true;
-    j.range_start = a;
-    j.range_end = b;
-    return j;
-}
-
 Test(pg, the_exclusion_constraint_backs_the_overlap_rule) {
     ql_store_t *s = open_pg();
     ql_id_t m = make_model(s);
     ql_txn_t *t;
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
-    ql_job_t a = live_job(s, &m, QL_READY, 0, 100), b = live_job(s, &m, QL_RUNNING, 50, 150);
-    ql_job_t c = live_job(s, &m, QL_SUCCEED, 0, 100), d = live_job(s, &m, QL_PAUSED, 100, 200);
+    ql_job_t a = ql_test_live_job(s, &m, QL_READY, 0, 100),
+             b = ql_test_live_job(s, &m, QL_RUNNING, 50, 150);
+    ql_job_t c = ql_test_live_job(s, &m, QL_SUCCEED, 0, 100),
+             d = ql_test_live_job(s, &m, QL_PAUSED, 100, 200);
     cr_assert_eq(ql_job_put(t, &a), 0);
     /* ql_job_put does not check the rule (meta.c does): the database refuses it anyway. */
     cr_assert_eq(ql_job_put(t, &b), QL_EJOBCONFLICT);
