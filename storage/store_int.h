@@ -66,6 +66,7 @@ typedef struct lmdb_store {
     _Atomic int wake_self;
     bool wake_listened, wake_missed; /* a session was open before; the new one's first drain
                                         reports "anything" */
+    struct lmdb_wake_peers *peers;   /* the other servers' sockets (store_lmdb_wake_peers.c) */
 } lmdb_store_t;
 
 typedef struct lmdb_txn {
@@ -97,6 +98,16 @@ int lmdb_changes_listen(ql_store_t *s, ql_err_t *err);
 int lmdb_changes_fd(ql_store_t *s);
 int lmdb_changes_drain(ql_store_t *s, ql_store_change_cb cb, void *arg);
 void lmdb_changes_close(ql_store_t *s);
+/* The sending side's list of wake/ sockets, read again only when the folder changed
+ * (store_lmdb_wake_peers.c): send one datagram to every socket but self's; open and close with
+ * the store; scans counts the folder's reads (tests). lmdb_wake_addr: name's address in wake/
+ * (opened as dir_fd), 0 or UV_ENAMETOOLONG. */
+struct sockaddr_un;
+void lmdb_wake_peers_send(ql_store_t *s, const void *msg, size_t len, const char *self);
+int lmdb_wake_peers_open(ql_store_t *s);
+void lmdb_wake_peers_close(ql_store_t *s);
+uint64_t lmdb_wake_peers_scans(ql_store_t *s);
+int lmdb_wake_addr(const ql_store_t *s, int dir_fd, const char *name, struct sockaddr_un *a);
 
 int lmdb_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
 int lmdb_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);

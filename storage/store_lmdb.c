@@ -140,6 +140,11 @@ int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *
     ql_store_t *s = &L->base;
     L->wake_fd = L->wake_dir = -1;
     atomic_init(&L->wake_self, -1);
+    if (!opts->read_only && lmdb_wake_peers_open(s)) {
+        store_base_fini(s);
+        free(L);
+        return ql_err_set(err, UV_ENOMEM, "out of memory");
+    }
     L->map_size = opts->map_size ? opts->map_size : QL_STORE_DEFAULT_MAP_SIZE;
 
     /* MDB_NOMEMINIT: LMDB otherwise zeroes every page it mallocs before filling it, and a
@@ -222,6 +227,7 @@ static void lmdb_close(ql_store_t *s) {
         return;
     lmdb_store_t *L = ql_lmdb(s);
     lmdb_changes_close(s);
+    lmdb_wake_peers_close(s);
     if (L->env)
         mdb_env_close(L->env);
     ql_wguard_close(L->guard);

@@ -16,6 +16,8 @@
  *   and a datagram to itself would only wake its loop a second time. A socket nobody reads any more
  * (its process died) refuses it (ECONNREFUSED) and is removed. A full receive buffer drops the
  * datagram: the receiver has plenty to read already, and its poll interval still covers it.
+ *   The list of sockets is kept between commits and read again only when the folder changed
+ *   (store_lmdb_wake_peers.c).
  * - Receiving: the socket is the change session's descriptor; a drain reads every datagram
  *   waiting, without blocking. An idle server spends nothing on it: no timer, no system call
  *   until a datagram arrives.
@@ -24,7 +26,6 @@
  */
 #include "store_int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -71,17 +72,6 @@ void lmdb_changes_merge(ql_txn_t *into, ql_txn_t *from) {
         lmdb_changes_note(into, &f->woke[i]);
 }
 
-/* The address of name in the wake folder (opened as dir_fd): 0, or UV_ENAMETOOLONG. */
-static int wake_addr(const ql_store_t *s, int dir_fd, const char *name, struct sockaddr_un *a) {
-    memset(a, 0, sizeof *a);
-    a->sun_family = AF_UNIX;
-    int n = snprintf(a->sun_path, sizeof a->sun_path, "%s/wake/%s", s->path, name);
-    if (n > 0 && (size_t)n < sizeof a->sun_path)
-        return 0;
-    n = snprintf(a->sun_path, sizeof a->sun_path, "/proc/self/fd/%d/%s", dir_fd, name);
-    return n > 0 && (size_t)n < sizeof a->sun_path ? 0 : UV_ENAMETOOLONG;
-}
-
 static int open_wake_dir(const ql_store_t *s, bool create) {
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/wake", s->path);
@@ -95,36 +85,15 @@ void lmdb_changes_send(ql_txn_t *t) {
     if (!lt->n_woke && !lt->woke_all)
         return;
     ql_store_t *s = t->store;
-    int dir_fd = open_wake_dir(s, false);
-    if (dir_fd < 0)
-        return; /* nobody ever listened */
     char self[32] = "";
     int self_fd = atomic_load(&ql_lmdb(s)->wake_self);
     if (self_fd >= 0)
         snprintf(self, sizeof self, "%ld.%d.sock", (long)getpid(), self_fd);
-    DIR *d = fdopendir(dup(dir_fd));
-    int sock = d ? socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) : -1;
     uint8_t msg[WAKE_NAMED * 16];
     size_t len = lt->woke_all ? 0 : lt->n_woke * 16;
     for (size_t i = 0; i < len / 16; i++)
         memcpy(msg + i * 16, lt->woke[i].b, 16);
-    struct dirent *e;
-    while (sock >= 0 && (e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        struct sockaddr_un a;
-        if (n < 6 || strcmp(e->d_name + n - 5, ".sock") != 0 || strcmp(e->d_name, self) == 0 ||
-            wake_addr(s, dir_fd, e->d_name, &a))
-            continue;
-        if (sendto(sock, msg, len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&a, sizeof a) <
-                0 &&
-            errno == ECONNREFUSED)
-            unlinkat(dir_fd, e->d_name, 0); /* its process is gone */
-    }
-    if (sock >= 0)
-        close(sock);
-    if (d)
-        closedir(d);
-    close(dir_fd);
+    lmdb_wake_peers_send(s, msg, len, self); /* store_lmdb_wake_peers.c */
 }
 
 /* ---- receiving ---- */
@@ -163,7 +132,7 @@ int lmdb_changes_listen(ql_store_t *s, ql_err_t *err) {
     snprintf(L->wake_name, sizeof L->wake_name, "%ld.%d.sock", (long)getpid(), fd);
     struct sockaddr_un a;
     if (!rc)
-        rc = wake_addr(s, L->wake_dir, L->wake_name, &a);
+        rc = lmdb_wake_addr(s, L->wake_dir, L->wake_name, &a);
     if (!rc)
         unlinkat(L->wake_dir, L->wake_name, 0);
     if (!rc && bind(fd, (struct sockaddr *)&a, sizeof a) != 0)

@@ -12,6 +12,7 @@
  * has been too. Waits poll the socket with a deadline.
  */
 #include "storage/storage.h"
+#include "storage/store_int.h"
 
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
@@ -314,4 +315,68 @@ Test(lmdb_changes, a_read_only_store_has_no_session) {
     heard_t h = {0};
     cr_assert_eq(ql_store_changes_drain(s, on_change, &h), QL_EUNAVAILABLE);
     ql_store_close(s);
+}
+
+/* ---- the sender's list of sockets (store_lmdb_wake_peers.c) ---- */
+
+/* Sets the wake folder's modification time 10 s back, as if its last change were old. */
+static void age_wake_folder(const char *d) {
+    char w[400];
+    snprintf(w, sizeof w, "%s/wake", d);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    struct timespec times[2] = {now, {.tv_sec = now.tv_sec - 10, .tv_nsec = now.tv_nsec}};
+    cr_assert_eq(utimensat(AT_FDCWD, w, times, 0), 0, "%s", w);
+}
+
+/* Commits a new READY job (tag) from s. */
+static ql_id_t commit_ready(ql_store_t *s, uint8_t tag) {
+    ql_job_t j = adhoc(QL_READY, tag);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    return j.id;
+}
+
+/* The folder is read once while it does not change; a listener that joins later changes it,
+ * and the next commit reaches that listener too. */
+Test(lmdb_changes, the_folder_is_read_again_only_when_a_listener_joins) {
+    char d[256];
+    ql_test_tmpdir(d, sizeof d, "ql_lmdb_changes");
+    ql_store_t *sender = open_store(d), *a = open_listening(d);
+    age_wake_folder(d);
+    heard_t ha = {0}, hb = {0};
+    ql_id_t j1 = commit_ready(sender, 1), j2 = commit_ready(sender, 2);
+    wait_heard(a, &ha, &j2);
+    cr_assert(has(&ha, &j1));
+    cr_assert_eq(lmdb_wake_peers_scans(sender), 1, "an unchanged folder was read again");
+    ql_store_t *b = open_listening(d);
+    ql_id_t j3 = commit_ready(sender, 3);
+    wait_heard(b, &hb, &j3);
+    wait_heard(a, &ha, &j3);
+    cr_assert_eq(lmdb_wake_peers_scans(sender), 2);
+    ql_store_close(b);
+    ql_store_close(a);
+    ql_store_close(sender);
+}
+
+/* A listing read soon after the folder changed may have missed a change made in the same tick
+ * of the file system's clock: it is read again on every send until the change is old. */
+Test(lmdb_changes, a_listing_read_soon_after_a_change_is_not_reused) {
+    char d[256];
+    ql_test_tmpdir(d, sizeof d, "ql_lmdb_changes");
+    ql_store_t *sender = open_store(d), *a = open_listening(d); /* the folder changed just now */
+    heard_t h = {0};
+    ql_id_t j1 = commit_ready(sender, 1), j2 = commit_ready(sender, 2);
+    wait_heard(a, &h, &j2);
+    cr_assert(has(&h, &j1));
+    cr_assert_eq(lmdb_wake_peers_scans(sender), 2, "a racy listing was reused");
+    age_wake_folder(d);
+    commit_ready(sender, 3);
+    ql_id_t j4 = commit_ready(sender, 4);
+    wait_heard(a, &h, &j4);
+    cr_assert_eq(lmdb_wake_peers_scans(sender), 3, "an old listing was read again");
+    ql_store_close(a);
+    ql_store_close(sender);
 }
