@@ -13,8 +13,26 @@
 /* Formatted text is at most a few characters per pattern character (MMMM -> "September"). */
 #define UBUF_MAX (QL_DATEFMT_PATTERN_MAX * 12 + 16)
 
+/*
+ * The granularity truncation floors to, when the pattern's fields say it alone: a chain from the
+ * year down (check_pattern) whose smallest field is FLOOR_x. FLOOR_ROUND_TRIP: ask ICU (format,
+ * then parse back), for patterns with a day of year, whose fields ICU resolves together, and
+ * with a one-letter year, which ICU reads back as a two-digit year when it has two digits.
+ */
+typedef enum floor_unit {
+    FLOOR_ROUND_TRIP,
+    FLOOR_YEAR,
+    FLOOR_MONTH,
+    FLOOR_DAY,
+    FLOOR_HOUR,
+    FLOOR_MINUTE,
+    FLOOR_SECOND,
+    FLOOR_MS
+} floor_unit_t;
+
 struct ql_datefmt {
     UDateFormat *udf;
+    floor_unit_t floor;
     char pattern[QL_DATEFMT_PATTERN_MAX + 1];
 };
 
@@ -23,6 +41,7 @@ static const UChar utc_id[] = {'U', 'T', 'C', 0};
 /* Which fields a pattern has; filled by check_pattern. */
 typedef struct fields {
     bool year, month, day, doy, hour24, hour12, ampm, minute, second, ms;
+    bool short_year; /* 'y' alone: ICU (like Java) parses two digits as an abbreviated year */
 } fields_t;
 
 #define PFX "field 'partition_date_format': pattern '%.64s': "
@@ -41,6 +60,7 @@ static int check_letter(const char *pattern, char c, size_t count, fields_t *f, 
                                   "current date); use 'yyyy'",
                               pattern);
         f->year = true;
+        f->short_year |= count < 3;
         return 0;
     case 'M':
     case 'L':
@@ -113,7 +133,7 @@ static int check_letter(const char *pattern, char c, size_t count, fields_t *f, 
  * applies the rules of ql_datefmt.h. ICU accepts many letters Java does not, and fails on some
  * only when formatting, so this check comes first.
  */
-static int check_pattern(const char *pattern, ql_err_t *err) {
+static int check_pattern(const char *pattern, fields_t *fields, ql_err_t *err) {
     size_t n = strlen(pattern);
     if (n == 0)
         return ql_err_set(err, QL_EINVAL, "field 'partition_date_format': must not be empty");
@@ -175,13 +195,32 @@ static int check_pattern(const char *pattern, ql_err_t *err) {
         return ql_err_set(err, QL_EINVAL, PFX "has seconds (s) but no minutes (m)", pattern);
     if (f.ms && !f.second)
         return ql_err_set(err, QL_EINVAL, PFX "has milliseconds (SSS) but no seconds (s)", pattern);
+    *fields = f;
     return 0;
+}
+
+/* The smallest field of a chain (check_pattern passed) is what truncation floors to. */
+static floor_unit_t floor_of(const fields_t *f) {
+    if (f->doy || f->short_year)
+        return FLOOR_ROUND_TRIP;
+    if (f->ms)
+        return FLOOR_MS;
+    if (f->second)
+        return FLOOR_SECOND;
+    if (f->minute)
+        return FLOOR_MINUTE;
+    if (f->hour24 || f->hour12)
+        return FLOOR_HOUR;
+    if (f->day)
+        return FLOOR_DAY;
+    return f->month ? FLOOR_MONTH : FLOOR_YEAR;
 }
 
 int ql_datefmt_open(const char *pattern, ql_datefmt_t **out, ql_err_t *err) {
     if (pattern == NULL || out == NULL)
         return ql_err_set(err, QL_EINVAL, "field 'partition_date_format': missing");
-    int rc = check_pattern(pattern, err);
+    fields_t fields = {0};
+    int rc = check_pattern(pattern, &fields, err);
     if (rc != 0)
         return rc;
 
@@ -196,6 +235,7 @@ int ql_datefmt_open(const char *pattern, ql_datefmt_t **out, ql_err_t *err) {
     if (fmt == NULL)
         return ql_err_set(err, UV_ENOMEM, "out of memory");
     memcpy(fmt->pattern, pattern, strlen(pattern) + 1);
+    fmt->floor = floor_of(&fields);
 
     st = U_ZERO_ERROR;
     fmt->udf = udat_open(UDAT_PATTERN, UDAT_PATTERN, "en_US_POSIX", utc_id, -1, upat, ulen, &st);
@@ -329,7 +369,34 @@ int ql_datefmt_parse(const ql_datefmt_t *fmt, const char *text, ql_civil_t *wall
     return 0;
 }
 
+/*
+ * Truncation without ICU: the same result as the round trip below (tests/base/test_datefmt.c
+ * compares the two over every supported pattern shape), at a fraction of its cost; a build
+ * request normalizes two instants, and the dispatcher one per model and cycle.
+ */
+static int floor_civil(floor_unit_t unit, const ql_civil_t *in, ql_civil_t *out) {
+    if (ql_civil_check(in) != 0 || !supported_year(in->year))
+        return QL_EINVAL;
+    ql_civil_t t = *in;
+    if (unit < FLOOR_MS)
+        t.ms = 0;
+    if (unit < FLOOR_SECOND)
+        t.second = 0;
+    if (unit < FLOOR_MINUTE)
+        t.minute = 0;
+    if (unit < FLOOR_HOUR)
+        t.hour = 0;
+    if (unit < FLOOR_DAY)
+        t.day = 1;
+    if (unit < FLOOR_MONTH)
+        t.month = 1;
+    *out = t;
+    return 0;
+}
+
 int ql_datefmt_truncate(const ql_datefmt_t *fmt, const ql_civil_t *in, ql_civil_t *out) {
+    if (fmt->floor != FLOOR_ROUND_TRIP)
+        return floor_civil(fmt->floor, in, out);
     UChar ubuf[UBUF_MAX];
     int len = format_utf16(fmt, in, ubuf, UBUF_MAX);
     if (len < 0)

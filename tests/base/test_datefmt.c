@@ -56,6 +56,81 @@ static ql_civil_t format_and_truncate(const char *pattern, const char *want_text
     return t;
 }
 
+/* ---- truncation against ICU's round trip ---- */
+
+/* A pseudo-random wall time of a supported year (xorshift, seeded per test for replays). */
+static ql_civil_t random_wall(uint64_t *x) {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    uint64_t r = *x;
+    static const int64_t edge_years[] = {1, 2, 1582, 1899, 1970, 2000, 2026, 9998, 9999};
+    ql_civil_t c;
+    c.year = r % 4 == 0 ? edge_years[(r >> 2) % 9] : 1 + (int64_t)((r >> 2) % 9999);
+    c.month = 1 + (int)((r >> 16) % 12);
+    int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (c.year % 4 == 0 && c.year % 100 != 0) || c.year % 400 == 0;
+    c.day = 1 + (int)((r >> 20) % (uint64_t)(mdays[c.month - 1] + (c.month == 2 && leap)));
+    c.hour = (int)((r >> 26) % 24);
+    c.minute = (int)((r >> 31) % 60);
+    c.second = (int)((r >> 37) % 60);
+    c.ms = (int)((r >> 43) % 1000);
+    return c;
+}
+
+/* Truncation (which skips ICU where the pattern's smallest field says the answer) gives what
+ * ICU's format-then-parse round trip gives, for every supported pattern shape: each granularity,
+ * abutting and separated fields, month names, 12- and 24-hour clocks, quoted text. */
+Test(datefmt_truncate, equals_the_icu_round_trip_for_every_pattern_shape) {
+    const char *patterns[] = {"yyyy",
+                              "y",
+                              "yyyyMM",
+                              "yyyy-MM",
+                              "MMM yyyy",
+                              "LLLL yyyy",
+                              "yyyyMMdd",
+                              "yyyy-MM-dd",
+                              "dd.MM.yyyy",
+                              "MMMM d, yyyy",
+                              "yyyyMMddHH",
+                              "yyyy-MM-dd HH",
+                              "yyyy-MM-dd kk",
+                              "yyyy-MM-dd hh a",
+                              "yyyy-MM-dd KK a",
+                              "yyyy-MM-dd HH:mm",
+                              "yyyyMMddHHmmss",
+                              "yyyy-MM-dd'T'HH:mm:ss",
+                              "yyyy-MM-dd HH:mm:ss.SSS",
+                              "yyyy''MM''dd",
+                              "yyyy-DDD",
+                              "yyyy-DDD HH:mm"};
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; p++) {
+        ql_datefmt_t *f = open_fmt(patterns[p]);
+        for (int i = 0; i < 2000; i++) {
+            ql_civil_t in = random_wall(&x), fast, icu;
+            char text[128];
+            cr_assert_eq(ql_datefmt_format(f, &in, text, sizeof text), 0);
+            int icu_rc = ql_datefmt_parse(f, text, &icu);
+            int rc = ql_datefmt_truncate(f, &in, &fast);
+            /* "y" reads two digits back as an abbreviated year: years 10 to 99 fail both ways */
+            cr_assert_eq(rc, icu_rc, "%s: '%s': truncate %d, ICU's round trip %d", patterns[p],
+                         text, rc, icu_rc);
+            if (rc != 0)
+                continue;
+            cr_assert_eq(ql_civil_cmp(&fast, &icu), 0,
+                         "%s: %lld-%02d-%02d %02d:%02d:%02d.%03d truncated to %lld-%02d-%02d "
+                         "%02d:%02d:%02d.%03d, ICU's round trip gives %lld-%02d-%02d "
+                         "%02d:%02d:%02d.%03d",
+                         patterns[p], (long long)in.year, in.month, in.day, in.hour, in.minute,
+                         in.second, in.ms, (long long)fast.year, fast.month, fast.day, fast.hour,
+                         fast.minute, fast.second, fast.ms, (long long)icu.year, icu.month, icu.day,
+                         icu.hour, icu.minute, icu.second, icu.ms);
+        }
+        ql_datefmt_free(f);
+    }
+}
+
 /* ---- each partition format's truncation ---- */
 
 Test(datefmt_truncate, yyyy_MM_dd) {

@@ -83,8 +83,10 @@ int ql_datefmt_format(const ql_datefmt_t *fmt, const ql_civil_t *wall, char *buf
 int ql_datefmt_parse(const ql_datefmt_t *fmt, const char *text, ql_civil_t *wall);
 
 /*
- * Truncates in to the pattern's granularity: formats it and parses the text back, so fields the
- * pattern lacks take 1970-01-01 00:00:00.000 (yyyyMM keeps year and month, day 1, 00:00:00.000).
+ * Truncates in to the pattern's granularity: the wall time formatting it and parsing the text
+ * back would give, so fields the pattern lacks take 1970-01-01 00:00:00.000 (yyyyMM keeps year
+ * and month, day 1, 00:00:00.000). Computed without ICU when the pattern's smallest field decides
+ * it (every pattern but those with a day of year D or a one-letter year y).
  * in and out may alias. Returns 0, or QL_EINVAL as for ql_datefmt_format.
  */
 int ql_datefmt_truncate(const ql_datefmt_t *fmt, const ql_civil_t *in, ql_civil_t *out);
