@@ -298,6 +298,13 @@ int ql_model_exists(ql_txn_t *t, const ql_id_t *id) {
     return t->ops->model_exists(t, id);
 }
 
+int ql_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment) {
+    if (t->ops->model_segment_exists)
+        return t->ops->model_segment_exists(t, model, segment);
+    int rc = t->ops->model_exists(t, model);
+    return rc || ql_id_is_zero(segment) ? rc : t->ops->segment_exists(t, segment);
+}
+
 int ql_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                   ql_model_t *out) {
     return t->ops->model_find(t, project, name, flags, out);

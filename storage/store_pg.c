@@ -60,6 +60,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_MODEL_GET] = "SELECT rec FROM models WHERE id = $1::uuid",
     [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
     [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
+    [S_MODEL_SEG_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid AND ($2::uuid IS NULL OR "
+                           "EXISTS (SELECT 1 FROM segments WHERE id = $2::uuid))",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
     [S_MODEL_FIND] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text",
     [S_MODEL_FIND_SHARE] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text "
@@ -725,6 +727,7 @@ const store_ops_t ql_pg_ops = {
     .project_count = pg_project_count,
     .model_get = pg_model_get,
     .model_exists = pg_model_exists,
+    .model_segment_exists = pg_model_segment_exists,
     .model_find = pg_model_find,
     .model_put = pg_model_put,
     .model_foreach = pg_model_foreach,

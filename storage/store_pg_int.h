@@ -25,6 +25,7 @@ typedef enum pg_stmt {
     S_MODEL_GET,
     S_MODEL_GET_SHARE,
     S_MODEL_EXISTS,
+    S_MODEL_SEG_EXISTS,
     S_MODEL_ID_BY_NAME,
     S_MODEL_FIND,
     S_MODEL_FIND_SHARE,
@@ -360,6 +361,7 @@ int pg_project_delete(ql_txn_t *t, const char *name);
 int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);
 int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);
 int pg_model_put(ql_txn_t *t, const ql_model_t *m);

@@ -238,6 +238,17 @@ int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
     return rc;
 }
 
+/* One statement for both lookups (the scheduler's check of every job it picks). */
+int pg_model_segment_exists(ql_txn_t *bt, const ql_id_t *model, const ql_id_t *segment) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    pg_p_uuid(&p, segment); /* a zero id is NULL: no segment to look for */
+    PGresult *r;
+    int rc = pg_one_row(pgt(bt), S_MODEL_SEG_EXISTS, &p, &r);
+    PQclear(r);
+    return rc;
+}
+
 int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned flags,
                   ql_model_t *out) {
     if (strlen(project) > QL_NAME_MAX || strlen(name) > QL_NAME_MAX)

@@ -314,6 +314,9 @@ int ql_project_delete(ql_txn_t *txn, const char *name);
 int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
 /* Whether the model exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
 int ql_model_exists(ql_txn_t *txn, const ql_id_t *id);
+/* Whether the model and the segment (a zero id: none to look for) both exist, without decoding
+ * them: 0 or QL_ENOTFOUND (or an error). One statement on PostgreSQL. */
+int ql_model_segment_exists(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *segment);
 int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);
 /* Inserts or replaces the model with that id. QL_EEXIST when another model of the project has
