@@ -64,6 +64,8 @@ static const char *const stmt_sql[S_COUNT] = {
                            "EXISTS (SELECT 1 FROM segments WHERE id = $2::uuid))",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
     [S_MODEL_FIND] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND_PROJ] = "SELECT p.rec, m.rec FROM projects p LEFT JOIN models m ON m.project = "
+                          "p.name AND m.name = $2::text WHERE p.name = $1::text",
     [S_MODEL_FIND_SHARE] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text "
                            "FOR SHARE",
     [S_MODEL_OLD] = "SELECT project, name FROM models WHERE id = $1::uuid FOR UPDATE",
@@ -242,13 +244,19 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
     pg_txn_t *top = t;
     while (top->base.parent)
         top = pgt(top->base.parent);
+    int rc;
+    if (top->lookups) { /* a cursor lives in a transaction: the lookups from here on share it */
+        top->lookups = false;
+        if ((rc = pg_queue(top, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP)))
+            return rc;
+    }
     unsigned id = top->cursors++;
     char decl[1024], fetch[64], close_[64];
     snprintf(decl, sizeof decl, "DECLARE qc%u BINARY NO SCROLL CURSOR FOR %s", id, walk_sql[w]);
     snprintf(fetch, sizeof fetch, "FETCH 256 FROM qc%u", id);
     snprintf(close_, sizeof close_, "CLOSE qc%u", id);
     pg_call_t call = {.sql = decl, .p = p, .format = 1};
-    int rc = pg_run(t, &call, NULL);
+    rc = pg_run(t, &call, NULL);
     if (rc)
         return rc;
     bool done = false;
@@ -428,7 +436,8 @@ static void txn_free(pg_txn_t *t) {
     free(t);
 }
 
-static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+/* lookups: a read transaction without BEGIN (ql_txn_begin_lookups). */
+static int txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, bool lookups, ql_txn_t **out) {
     *out = NULL;
     if (write && s->read_only)
         return UV_EROFS;
@@ -482,7 +491,7 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
                  (long long)pgs(s)->idle_write_ms);
         if (!(rc = pg_queue(t, "BEGIN ISOLATION LEVEL READ COMMITTED", Q_TOP)))
             rc = pg_queue(t, xid, Q_XID);
-    } else {
+    } else if (!(t->lookups = lookups)) {
         rc = pg_queue(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP);
     }
     if (rc) {
@@ -492,6 +501,14 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
     }
     *out = &t->base;
     return 0;
+}
+
+static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+    return txn_begin(s, parent, write, false, out);
+}
+
+static int pg_txn_begin_lookups(ql_store_t *s, ql_txn_t **out) {
+    return txn_begin(s, NULL, false, true, out);
 }
 
 /* A connection lost during COMMIT: asks a new one how the transaction ended, waiting while
@@ -551,8 +568,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
         return rc;
     }
     if (bt->write && !t->failed && pg_queue_has_writes(t->conn))
-        pg_flush(t); /* its failure fails the transaction, which then rolls back */
-    if (!t->begun) { /* nothing was sent: nothing to commit or roll back */
+        pg_flush(t);               /* its failure fails the transaction, which then rolls back */
+    if (!t->begun || t->lookups) { /* no transaction to commit or roll back */
         rc = t->failed;
     } else if (!bt->write || t->failed) {
         rc = t->failed;
@@ -589,7 +606,7 @@ static void pg_txn_abort(ql_txn_t *bt) {
         txn_free(t); /* with the epoch it kept: its share lock went with the rollback */
         return;
     }
-    if (t->begun)
+    if (t->begun && !t->lookups)
         rollback_nowait(t->conn);
     pool_put(pgs(bt->store), t->conn);
     txn_free(t);
@@ -712,6 +729,7 @@ const store_ops_t ql_pg_ops = {
     .announce = pg_servers_announce,
     .servers_foreach = pg_servers_foreach,
     .txn_begin = pg_txn_begin,
+    .txn_begin_lookups = pg_txn_begin_lookups,
     .txn_commit = pg_txn_commit,
     .txn_abort = pg_txn_abort,
     .meta_get_u64 = pg_meta_get_u64,
@@ -729,6 +747,7 @@ const store_ops_t ql_pg_ops = {
     .model_exists = pg_model_exists,
     .model_segment_exists = pg_model_segment_exists,
     .model_find = pg_model_find,
+    .model_find_with_project = pg_model_find_with_project,
     .model_put = pg_model_put,
     .model_foreach = pg_model_foreach,
     .model_count = pg_model_count,

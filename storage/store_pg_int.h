@@ -28,6 +28,7 @@ typedef enum pg_stmt {
     S_MODEL_SEG_EXISTS,
     S_MODEL_ID_BY_NAME,
     S_MODEL_FIND,
+    S_MODEL_FIND_PROJ,
     S_MODEL_FIND_SHARE,
     S_MODEL_OLD,
     S_MODEL_INSERT,
@@ -165,6 +166,7 @@ typedef struct pg_txn {
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
     bool begun;        /* top level: its BEGIN went out (it is queued until the first statement) */
+    bool lookups;      /* top level: read without BEGIN, each statement on its own (no ROLLBACK) */
     bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
     int epoch_rc;
     uint64_t epoch;
@@ -361,6 +363,8 @@ int pg_project_delete(ql_txn_t *t, const char *name);
 int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_model_find_with_project(ql_txn_t *t, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found);
 int pg_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);
 int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);

@@ -266,6 +266,35 @@ int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned 
     return rc;
 }
 
+/* A read transaction's lookup of a build's target (unlocked: a write transaction reads each with
+ * its lock): the project's row, with the model's record or NULL. */
+int pg_model_find_with_project(ql_txn_t *bt, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found) {
+    pg_txn_t *t = pgt(bt);
+    *found = false;
+    if (!project[0] || strlen(project) > QL_NAME_MAX)
+        return QL_ENOTFOUND;
+    pg_params_t q = {0};
+    pg_p_text(&q, project);
+    pg_p_text(&q, strlen(name) > QL_NAME_MAX ? "" : name); /* no model has that name */
+    PGresult *r;
+    int rc = pg_one_row(t, S_MODEL_FIND_PROJ, &q, &r);
+    if (rc)
+        return rc;
+    msgpack_zone *z = zone(t);
+    rc = z ? ql_project_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), 0, p)
+           : UV_ENOMEM;
+    if (!rc && !PQgetisnull(r, 0, 1)) {
+        rc = ql_model_decode_z(z, PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), flags, m);
+        if (rc == 0)
+            *found = true;
+        else
+            ql_project_free(p);
+    }
+    PQclear(r);
+    return rc;
+}
+
 /* Inserts or replaces by id. The project is read FOR SHARE (it must exist, and an update of it
  * waits for this transaction); a name taken by another model of the project is QL_EEXIST, from
  * the unique constraint with ON CONFLICT DO NOTHING so the transaction stays usable. */
