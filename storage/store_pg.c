@@ -90,6 +90,13 @@ static const char *const stmt_sql[S_COUNT] = {
                        "ON CONFLICT (id) DO UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = "
                        "EXCLUDED.end_ms, status = EXCLUDED.status, rec = EXCLUDED.rec WHERE "
                        "segments.model = EXCLUDED.model RETURNING 1",
+    /* The same taking the model lock $7 first, in the row's source (pg_lock_model_carried). */
+    [S_SEG_PUT_SAME_LOCK] = "INSERT INTO segments (id, model, start_ms, end_ms, status, rec) "
+                            "SELECT $1::uuid, $2::uuid, $3::int8, $4::int8, $5::int2, $6::bytea "
+                            "FROM (SELECT pg_advisory_xact_lock($7::int8)) l ON CONFLICT (id) DO "
+                            "UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms, "
+                            "status = EXCLUDED.status, rec = EXCLUDED.rec WHERE segments.model = "
+                            "EXCLUDED.model RETURNING 1",
     [S_SEG_DELETE] = "DELETE FROM segments WHERE id = $1::uuid RETURNING model",
     [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
     [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
@@ -107,6 +114,14 @@ static const char *const stmt_sql[S_COUNT] = {
                      "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
                      "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
                      "create_time = $6::int8 RETURNING 1",
+    /* The same taking the model lock $13 first (pg_lock_model_carried): the one-row subquery
+     * runs before the row is written. */
+    [S_JOB_UPDATE_LOCK] = "UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
+                          "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
+                          "$10::int8, fence = $11::int8, rec = $12::bytea FROM (SELECT "
+                          "pg_advisory_xact_lock($13::int8)) l WHERE id = $1::uuid AND project = "
+                          "$2::text AND model IS NOT DISTINCT FROM $3::uuid AND create_time = "
+                          "$6::int8 RETURNING 1",
     /* The steps and outputs with the job, in one statement (data-modifying WITH). */
     [S_JOB_DELETE] = "WITH o AS (DELETE FROM outputs WHERE job = $1::uuid), s AS (DELETE FROM "
                      "steps WHERE job = $1::uuid) DELETE FROM jobs WHERE id = $1::uuid",
@@ -210,6 +225,9 @@ int pg_cmd(pg_txn_t *t, const char *sql) {
  * received before the first callback, which leaves the connection free for the callbacks'
  * queries at a cost of one round trip. The others (every job in a state, the recent list, every
  * project) may be long: they use a cursor, 256 rows per FETCH. */
+/* One bit of pg_conn_t.prepared per statement and per walk. */
+_Static_assert(S_COUNT + W_COUNT <= 64, "more prepared statements than bits in prepared");
+
 static const bool walk_small[W_COUNT] = {
     [W_MODELS] = true,   [W_SEGMENTS] = true,         [W_SEG_OVERLAP] = true,
     [W_JOB_LIVE] = true, [W_JOB_LIVE_OVERLAP] = true, [W_STEPS] = true,

@@ -40,6 +40,7 @@ typedef enum pg_stmt {
     S_SEG_OLD,
     S_SEG_UPSERT,
     S_SEG_PUT_SAME,
+    S_SEG_PUT_SAME_LOCK,
     S_SEG_DELETE,
     S_SEG_COUNT,
     S_JOB_GET,
@@ -47,6 +48,7 @@ typedef enum pg_stmt {
     S_JOB_OLD,
     S_JOB_INSERT,
     S_JOB_UPDATE,
+    S_JOB_UPDATE_LOCK,
     S_JOB_DELETE,
     S_JOB_MODEL,
     S_MODEL_DELETE,
@@ -281,6 +283,12 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 /* Takes the model lock of the transaction (once per savepoint level chain). The locks and the
  * fence epoch are in store_pg_locks.c. */
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
+/* The same lock, taken by the caller's next statement instead of a statement of its own: when
+ * *carry, that statement must take pg_advisory_xact_lock(*key) before it writes, and once it
+ * has run the caller notes the lock with pg_lock_carried (not before: a put that fails its
+ * checks before its statement leaves the lock untaken, and the next put of the level takes it). */
+int pg_lock_model_carried(pg_txn_t *t, const ql_id_t *model, int64_t *key, bool *carry);
+void pg_lock_carried(pg_txn_t *t, int64_t key);
 /* Adds the model locks a released savepoint level took to its parent's. */
 void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
 /* The job rows t holds FOR UPDATE: a row locked (read or written) by this level with its

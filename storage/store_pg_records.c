@@ -413,7 +413,9 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     if (!bt->write || ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
         ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
         return QL_EINVAL;
-    int rc = pg_lock_model(t, &s->model);
+    int64_t key;
+    bool carry;
+    int rc = pg_lock_model_carried(t, &s->model, &key, &carry);
     if (rc)
         return rc;
     s->layer = 0; /* an LMDB index detail */
@@ -427,9 +429,13 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     pg_p_i64(&p, s->end);
     pg_p_i16(&p, (int16_t)s->status);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (carry)
+        pg_p_i64(&p, key);
     PGresult *r;
-    if ((rc = pg_exec(t, S_SEG_PUT_SAME, &p, &r)))
+    if ((rc = pg_exec(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, &r)))
         return rc;
+    if (carry)
+        pg_lock_carried(t, key);
     bool done = PQntuples(r) == 1;
     PQclear(r);
     if (done)
@@ -557,11 +563,12 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     return rc;
 }
 
-/* Writes job j (parameters p) under the model lock: an update of a row this transaction holds
- * (pg_row_find) at once; otherwise an insert, and only when its id is taken, the old row read
- * FOR UPDATE and updated. *existed, *was: the old row and its state. */
-static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool *existed,
-                     ql_state_t *was) {
+/* Writes job j (parameters p) under the model lock (carry: the update takes it, key *carry): an
+ * update of a row this transaction holds (pg_row_find) at once; otherwise an insert, and only when
+ * its id is taken, the old row read FOR UPDATE and updated. *existed, *was: the old row and its
+ * state. */
+static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, const int64_t *carry,
+                     bool *existed, ql_state_t *was) {
     const pg_jobrow_t *row = pg_row_find(t, &j->id);
     PGresult *r;
     int rc;
@@ -592,8 +599,10 @@ static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool 
         return QL_EINVAL;
     *existed = true;
     *was = (ql_state_t)row->state;
-    if ((rc = pg_exec(t, S_JOB_UPDATE, p, &r)))
+    if ((rc = pg_exec(t, carry ? S_JOB_UPDATE_LOCK : S_JOB_UPDATE, p, &r)))
         return rc;
+    if (carry)
+        pg_lock_carried(t, *carry);
     bool updated = PQntuples(r) == 1;
     PQclear(r);
     return updated ? 0 : QL_ECORRUPT; /* the row this transaction holds is gone */
@@ -611,7 +620,11 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
         (j->has_range &&
          ql_meta_check_range("range_start", "range_end", j->range_start, j->range_end, true, NULL)))
         return QL_EINVAL;
-    int rc = pg_lock_model(t, &j->model);
+    /* The model lock: carried by the update of a row this transaction holds, else queued. */
+    int64_t key;
+    bool carry = false;
+    int rc = pg_row_find(t, &j->id) ? pg_lock_model_carried(t, &j->model, &key, &carry)
+                                    : pg_lock_model(t, &j->model);
     if (rc)
         return rc;
     ql_buf_reset(&bt->buf);
@@ -632,9 +645,11 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_p_i64(&p, j->has_range ? j->range_end : 0);
     pg_p_i64(&p, (int64_t)j->fence);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (carry)
+        pg_p_i64(&p, key);
     bool existed;
     ql_state_t was;
-    if ((rc = job_write(t, j, &p, &existed, &was)))
+    if ((rc = job_write(t, j, &p, carry ? &key : NULL, &existed, &was)))
         return rc;
     pg_row_note(t, &j->id, j->project, &j->model, j->create_time, (int16_t)j->state);
     if (store_change_wakes(existed, was, j->state))

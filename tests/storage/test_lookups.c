@@ -3,7 +3,8 @@
  * per job, from the callers"), on both backends: a build's target read in one lookup
  * (ql_model_find_with_project), the pick's existence checks in one (ql_model_segment_exists), a
  * read transaction without BEGIN or ROLLBACK (ql_txn_begin_lookups), and a build that writes
- * its NEW segment once, owned by its job, reading its model once when the caller has it.
+ * its NEW segment once, owned by its job, reading its model once when the caller has it, and
+ * (PostgreSQL) the model lock taken inside the write that needs it.
  */
 #include "storage/storage.h"
 
@@ -194,4 +195,52 @@ Test(lookups, a_lookups_transaction_sends_no_begin_and_each_lookup_sees_the_late
     cr_assert_eq(ql_job_foreach_state_ref(rt, QL_READY, count_cb, &n), 0);
     cr_assert_eq(n, 2);
     ql_txn_abort(rt);
+}
+
+/* The model lock's key as PostgreSQL shows it in pg_locks (store_pg_locks.c: 64 bits of the id,
+ * classid the high half, objid the low one). */
+static long long model_locks_held(const ql_id_t *m) {
+    uint64_t k = 0;
+    for (int i = 0; i < 8; i++)
+        k = k << 8 | (m->b[8 + i] ^ m->b[i]);
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+             "classid::text::numeric * 4294967296 + objid::text::numeric = %llu",
+             (unsigned long long)k);
+    return ql_test_pg_scalar(sql);
+}
+
+/* A put of a job the transaction holds, and of a segment, take the model lock inside their
+ * write statement (no statement of its own): it is held once they return, to the commit. A put
+ * refused before its statement takes none, and the next put of the level still takes it. */
+Test(lookups, a_write_that_carries_the_model_lock_holds_it_to_the_commit) {
+    ql_test_require_backend("pg");
+    ql_id_t job, seg;
+    build(&model, 6, NULL, &job, &seg);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    ql_job_t j;
+    cr_assert_eq(ql_job_get(t, &job, 0, &j), 0); /* FOR UPDATE: the row is held */
+    cr_assert_eq(model_locks_held(&model), 0);
+    snprintf(j.project, sizeof j.project, "x"); /* a job never changes project */
+    cr_assert_eq(ql_job_put(t, &j), QL_EINVAL);
+    snprintf(j.project, sizeof j.project, "p");
+    cr_assert_eq(model_locks_held(&model), 0);
+    j.state = QL_RUNNING;
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(model_locks_held(&model), 1, "the update took the model lock");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(model_locks_held(&model), 0);
+    ql_job_free(&j);
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    ql_segment_t s;
+    cr_assert_eq(ql_segment_get(t, &seg, &s), 0);
+    cr_assert_eq(model_locks_held(&model), 0);
+    s.status = QL_SEG_READY;
+    cr_assert_eq(ql_segment_put(t, &s), 0);
+    cr_assert_eq(model_locks_held(&model), 1, "the segment put took the model lock");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_segment_free(&s);
+    cr_assert_eq(model_locks_held(&model), 0);
 }
