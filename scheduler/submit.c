@@ -48,7 +48,7 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         return rc;
     if (op->kind == QL_SUBMIT_ADHOC)
         return submit_adhoc(txn, op, err);
-    rc = ql_model_get(txn, &op->model, 0, &m);
+    rc = ql_model_get_for_probe(txn, &op->model, 0, &m);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "model not found");
     if (rc)

@@ -165,7 +165,7 @@ static int load_model(ql_txn_t *txn, const ql_id_t *id, const ql_job_spec_t *spe
         *m = *spec->model;
         return 0;
     }
-    int rc = ql_model_get(txn, id, 0, m);
+    int rc = ql_model_get_for_probe(txn, id, 0, m);
     if (rc == QL_ENOTFOUND) {
         char s[QL_ID_STR_LEN + 1];
         ql_id_format(id, s);

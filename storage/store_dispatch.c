@@ -299,6 +299,11 @@ int ql_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out
     return t->ops->model_get(t, id, flags, out);
 }
 
+int ql_model_get_for_probe(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+    return t->write && t->ops->model_get_for_probe ? t->ops->model_get_for_probe(t, id, flags, out)
+                                                   : t->ops->model_get(t, id, flags, out);
+}
+
 int ql_model_exists(ql_txn_t *t, const ql_id_t *id) {
     return t->ops->model_exists(t, id);
 }

@@ -69,6 +69,8 @@ typedef struct store_ops {
 
     int (*model_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
     int (*model_exists)(ql_txn_t *t, const ql_id_t *id);
+    /* Optional (ql_model_get_for_probe): NULL reads with model_get. */
+    int (*model_get_for_probe)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
     /* Optional: both lookups of ql_model_segment_exists at once. */
     int (*model_segment_exists)(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);
     int (*model_find)(ql_txn_t *t, const char *project, const char *name, unsigned flags,

@@ -59,7 +59,10 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_PROJ_COUNT] = "SELECT count(*) FROM projects",
     [S_MODEL_GET] = "SELECT rec FROM models WHERE id = $1::uuid",
     [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
-    [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
+    /* Taking the model lock $2 too (pg_model_get_for_probe); FOR SHARE reads the latest row. */
+    [S_MODEL_GET_SHARE_LOCK] =
+        "SELECT m.rec FROM models m, (SELECT pg_advisory_xact_lock($2::int8)) "
+        "l WHERE m.id = $1::uuid FOR SHARE OF m",
     [S_MODEL_SEG_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid AND ($2::uuid IS NULL OR "
                            "EXISTS (SELECT 1 FROM segments WHERE id = $2::uuid))",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
@@ -114,8 +117,7 @@ static const char *const stmt_sql[S_COUNT] = {
                      "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
                      "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
                      "create_time = $6::int8 RETURNING 1",
-    /* The same taking the model lock $13 first (pg_lock_model_carried): the one-row subquery
-     * runs before the row is written. */
+    /* Taking the model lock $13 first (pg_lock_model_carried), in a subquery run before. */
     [S_JOB_UPDATE_LOCK] = "UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
                           "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
                           "$10::int8, fence = $11::int8, rec = $12::bytea FROM (SELECT "
@@ -225,8 +227,7 @@ int pg_cmd(pg_txn_t *t, const char *sql) {
  * received before the first callback, which leaves the connection free for the callbacks'
  * queries at a cost of one round trip. The others (every job in a state, the recent list, every
  * project) may be long: they use a cursor, 256 rows per FETCH. */
-/* One bit of pg_conn_t.prepared per statement and per walk. */
-_Static_assert(S_COUNT + W_COUNT <= 64, "more prepared statements than bits in prepared");
+_Static_assert(S_COUNT + W_COUNT <= 64, "one bit of pg_conn_t.prepared per statement, walk");
 
 static const bool walk_small[W_COUNT] = {
     [W_MODELS] = true,   [W_SEGMENTS] = true,         [W_SEG_OVERLAP] = true,
@@ -762,6 +763,7 @@ const store_ops_t ql_pg_ops = {
     .project_foreach = pg_project_foreach,
     .project_count = pg_project_count,
     .model_get = pg_model_get,
+    .model_get_for_probe = pg_model_get_for_probe,
     .model_exists = pg_model_exists,
     .model_segment_exists = pg_model_segment_exists,
     .model_find = pg_model_find,

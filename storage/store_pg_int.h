@@ -24,7 +24,7 @@ typedef enum pg_stmt {
     S_PROJ_COUNT,
     S_MODEL_GET,
     S_MODEL_GET_SHARE,
-    S_MODEL_EXISTS,
+    S_MODEL_GET_SHARE_LOCK,
     S_MODEL_SEG_EXISTS,
     S_MODEL_ID_BY_NAME,
     S_MODEL_FIND,
@@ -371,6 +371,7 @@ int pg_project_delete(ql_txn_t *t, const char *name);
 int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_model_get_for_probe(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_find_with_project(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                                ql_project_t *p, ql_model_t *m, bool *found);
 int pg_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);

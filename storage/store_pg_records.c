@@ -229,13 +229,28 @@ int pg_model_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *ou
     return rc;
 }
 
-int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
+int pg_model_get_for_probe(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+    pg_txn_t *t = pgt(bt);
+    int64_t key;
+    bool carry;
+    int rc = pg_lock_model_carried(t, id, &key, &carry);
+    if (rc || !carry)
+        return rc ? rc : pg_model_get(bt, id, flags, out);
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
+    pg_p_i64(&p, key);
     PGresult *r;
-    int rc = pg_one_row(pgt(bt), S_MODEL_EXISTS, &p, &r);
+    if ((rc = pg_one_row(t, S_MODEL_GET_SHARE_LOCK, &p, &r)))
+        return rc; /* none: the lock may not have been taken, a later put or probe takes it */
+    pg_lock_carried(t, key);
+    rc = model_decode(t, r, 0, flags, out);
     PQclear(r);
     return rc;
+}
+
+int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
+    static const ql_id_t none; /* a NULL segment: the model alone */
+    return pg_model_segment_exists(bt, id, &none);
 }
 
 /* One statement for both lookups (the scheduler's check of every job it picks). */

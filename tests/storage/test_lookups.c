@@ -244,3 +244,26 @@ Test(lookups, a_write_that_carries_the_model_lock_holds_it_to_the_commit) {
     ql_segment_free(&s);
     cr_assert_eq(model_locks_held(&model), 0);
 }
+
+/* A submission's read of its model takes the model's lock in the same statement, before its
+ * overlap probes (docs/postgresql.md, rule 1); a read-only transaction takes none. */
+Test(lookups, a_model_read_for_a_probe_takes_the_model_lock) {
+    ql_test_require_backend("pg");
+    ql_txn_t *t;
+    ql_model_t m;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    cr_assert_eq(ql_model_get_for_probe(t, &model, 0, &m), 0);
+    cr_assert_eq(model_locks_held(&model), 0);
+    ql_model_free(&m);
+    ql_txn_abort(t);
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    cr_assert_eq(ql_model_get_for_probe(t, &model, 0, &m), 0);
+    cr_assert(ql_id_eq(&m.id, &model));
+    cr_assert_eq(model_locks_held(&model), 1, "held from the read on");
+    ql_model_free(&m);
+    ql_id_t none;
+    ql_store_new_id(store, &none);
+    cr_assert_eq(ql_model_get_for_probe(t, &none, 0, &m), QL_ENOTFOUND);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert_eq(model_locks_held(&model), 0);
+}

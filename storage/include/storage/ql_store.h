@@ -319,6 +319,10 @@ int ql_project_delete(ql_txn_t *txn, const char *name);
 /* ---- models ---- */
 
 int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
+/* ql_model_get for a write that goes on to probe the model's segments or live jobs: it also
+ * takes the model's lock that the probes need (docs/postgresql.md, rule 1), on PostgreSQL in
+ * the same statement. */
+int ql_model_get_for_probe(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
 /* Whether the model exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
 int ql_model_exists(ql_txn_t *txn, const ql_id_t *id);
 /* Whether the model and the segment (a zero id: none to look for) both exist, without decoding
