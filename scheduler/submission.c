@@ -65,12 +65,13 @@ ql_submit_cache_t *ql_submission_cache(ql_submission_t *s) {
 
 /* ---- lookups ---- */
 
+static int check_project_name(const char *name, ql_err_t *err);
+
 int ql_submission_get_project(ql_txn_t *txn, const char *name, ql_project_t *out, ql_err_t *err) {
-    if (!name || !name[0])
-        return ql_err_set(err, QL_EINVAL, "project: required (the project's name)");
-    if (strlen(name) > QL_NAME_MAX)
-        return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
-    int rc = ql_project_get(txn, name, 0, out);
+    int rc = check_project_name(name, err);
+    if (rc)
+        return rc;
+    rc = ql_project_get(txn, name, 0, out);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "project '%.100s' not found", name);
     if (rc)
@@ -78,38 +79,71 @@ int ql_submission_get_project(ql_txn_t *txn, const char *name, ql_project_t *out
     return 0;
 }
 
-/* The model named name (or whose uuid it is) in project, which exists. */
-static int find_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
-                      ql_model_t *out, ql_err_t *err) {
+static int check_project_name(const char *name, ql_err_t *err) {
+    if (!name || !name[0])
+        return ql_err_set(err, QL_EINVAL, "project: required (the project's name)");
+    if (strlen(name) > QL_NAME_MAX)
+        return ql_err_set(err, QL_EINVAL, "project: longer than %d characters", QL_NAME_MAX);
+    return 0;
+}
+
+static int check_model_name(const char *name, ql_err_t *err) {
     if (!name || !name[0])
         return ql_err_set(err, QL_EINVAL, "model: required (the model's name or uuid)");
     if (strlen(name) > QL_NAME_MAX)
         return ql_err_set(err, QL_EINVAL, "model: longer than %d characters", QL_NAME_MAX);
-    int rc = ql_model_find(txn, project, name, flags, out);
-    if (rc == QL_ENOTFOUND) {
-        /* A model may also be named by its uuid. */
-        ql_id_t id;
-        if (ql_id_parse(name, &id) == 0 && ql_model_get(txn, &id, flags, out) == 0) {
-            if (strcmp(out->project, project) == 0)
-                return 0;
-            ql_model_free(out);
-        }
-        return ql_err_set(err, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
-                          project);
-    }
-    if (rc)
-        return ql_err_set(err, rc, "cannot read model '%.100s': %s", name, ql_strerror(rc));
     return 0;
+}
+
+/* The model of project whose uuid name is, once no model has that name. */
+static int model_by_uuid(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                         ql_model_t *out, ql_err_t *err) {
+    ql_id_t id;
+    if (ql_id_parse(name, &id) == 0 && ql_model_get(txn, &id, flags, out) == 0) {
+        if (strcmp(out->project, project) == 0)
+            return 0;
+        ql_model_free(out);
+    }
+    return ql_err_set(err, QL_ENOTFOUND, "model '%.100s' not found in project '%.100s'", name,
+                      project);
+}
+
+/* The project named project into p and its model named name (or whose uuid it is) into m: the
+ * project and the model by name in one lookup (ql_model_find_with_project). */
+static int get_project_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                             ql_project_t *p, ql_model_t *m, ql_err_t *err) {
+    int rc = check_project_name(project, err);
+    if (rc)
+        return rc;
+    ql_err_t merr = {0};
+    int mrc = check_model_name(name, &merr);
+    if (mrc) { /* the project's errors come first */
+        if ((rc = ql_submission_get_project(txn, project, p, err)))
+            return rc;
+        ql_project_free(p);
+        if (err)
+            *err = merr;
+        return mrc;
+    }
+    bool found;
+    rc = ql_model_find_with_project(txn, project, name, flags, p, m, &found);
+    if (rc == QL_ENOTFOUND)
+        return ql_err_set(err, rc, "project '%.100s' not found", project);
+    if (rc)
+        return ql_err_set(err, rc, "cannot read project '%.100s' and its model '%.100s': %s",
+                          project, name, ql_strerror(rc));
+    if (!found && (rc = model_by_uuid(txn, project, name, flags, m, err)))
+        ql_project_free(p);
+    return rc;
 }
 
 int ql_submission_get_model(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                             ql_model_t *out, ql_err_t *err) {
     ql_project_t p;
-    int rc = ql_submission_get_project(txn, project, &p, err);
-    if (rc)
-        return rc;
-    ql_project_free(&p);
-    return find_model(txn, project, name, flags, out, err);
+    int rc = get_project_model(txn, project, name, flags, &p, out, err);
+    if (!rc)
+        ql_project_free(&p);
+    return rc;
 }
 
 /* Reads what req names, in one read transaction: the project always, the model unless an
@@ -118,7 +152,9 @@ static int read_target(ql_submission_t *s, const ql_submission_req_t *req, ql_pr
                        ql_model_t *m, bool *has_model, ql_err_t *err) {
     *has_model = false;
     ql_txn_t *txn;
-    int rc = ql_txn_begin(ql_writer_store(s->opts.writer), false, &txn);
+    /* Lookups without a shared snapshot: what they find is advisory, the mutation reads the model
+     * again with its lock (ql_submit_fn). */
+    int rc = ql_txn_begin_lookups(ql_writer_store(s->opts.writer), &txn);
     if (rc)
         return ql_err_set(err, rc, "cannot read the store: %s", ql_strerror(rc));
     if (req->model_id) {
@@ -130,12 +166,11 @@ static int read_target(ql_submission_t *s, const ql_submission_req_t *req, ql_pr
             ql_model_free(m);
         else
             *has_model = true;
-    } else if ((rc = ql_submission_get_project(txn, req->project, p, err)) == 0 &&
-               (req->model || req->kind != QL_SUBMIT_ADHOC)) {
-        if ((rc = find_model(txn, req->project, req->model, 0, m, err)))
-            ql_project_free(p);
-        else
+    } else if (req->model || req->kind != QL_SUBMIT_ADHOC) {
+        if ((rc = get_project_model(txn, req->project, req->model, 0, p, m, err)) == 0)
             *has_model = true;
+    } else {
+        rc = ql_submission_get_project(txn, req->project, p, err);
     }
     ql_txn_abort(txn);
     return rc;

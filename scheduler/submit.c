@@ -48,7 +48,7 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         return rc;
     if (op->kind == QL_SUBMIT_ADHOC)
         return submit_adhoc(txn, op, err);
-    rc = ql_model_get(txn, &op->model, 0, &m);
+    rc = ql_model_get_for_probe(txn, &op->model, 0, &m);
     if (rc == QL_ENOTFOUND)
         return ql_err_set(err, rc, "model not found");
     if (rc)
@@ -56,9 +56,10 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
     ql_job_steps_t steps;
     rc = ql_job_steps_from_template(op->templates, m.job_template, ql_submit_kind_type(op->kind),
                                     &steps, err);
-    ql_model_free(&m);
-    if (rc)
+    if (rc) {
+        ql_model_free(&m);
         return rc;
+    }
     ql_job_spec_t spec = {
         .priority = op->priority,
         .submitter = op->submitter,
@@ -68,6 +69,7 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         .n_steps = steps.n,
         .yarn_queue = op->yarn_queue,
         .tag = op->tag,
+        .model = &m, /* read FOR SHARE above: the submission does not read it again */
     };
     switch (op->kind) {
     case QL_SUBMIT_BUILD:
@@ -86,6 +88,7 @@ int ql_submit_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
         break; /* handled above */
     }
     ql_job_steps_free(&steps);
+    ql_model_free(&m);
     return rc;
 }
 

@@ -156,8 +156,16 @@ static int seg_probe_cb(const ql_segment_t *s, void *arg) {
     return 1;
 }
 
-static int load_model(ql_txn_t *txn, const ql_id_t *id, ql_model_t *m, ql_err_t *err) {
-    int rc = ql_model_get(txn, id, 0, m);
+/* The model id names into m: spec's (the caller read it in this transaction, so it is not read
+ * again; *borrowed tells, and m is then a shallow copy that drop_model leaves alone) or read. */
+static int load_model(ql_txn_t *txn, const ql_id_t *id, const ql_job_spec_t *spec, ql_model_t *m,
+                      bool *borrowed, ql_err_t *err) {
+    *borrowed = spec && spec->model && ql_id_eq(&spec->model->id, id);
+    if (*borrowed) {
+        *m = *spec->model;
+        return 0;
+    }
+    int rc = ql_model_get_for_probe(txn, id, 0, m);
     if (rc == QL_ENOTFOUND) {
         char s[QL_ID_STR_LEN + 1];
         ql_id_format(id, s);
@@ -166,11 +174,16 @@ static int load_model(ql_txn_t *txn, const ql_id_t *id, ql_model_t *m, ql_err_t 
     return rc ? ql_err_set(err, rc, "cannot read the model: %s", ql_strerror(rc)) : 0;
 }
 
+static void drop_model(ql_model_t *m, bool borrowed) {
+    if (!borrowed)
+        ql_model_free(m);
+}
+
 /* Creates the job record and its steps. */
 static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, const char *type,
                       bool has_range, int64_t start, int64_t end, const ql_id_t *segment,
                       const ql_id_t *sources, size_t n_sources, const ql_job_spec_t *spec,
-                      ql_id_t *job_out, ql_err_t *err) {
+                      const ql_id_t *id, ql_id_t *job_out, ql_err_t *err) {
     if (spec->priority < QL_PRIORITY_MIN || spec->priority > QL_PRIORITY_MAX)
         return ql_err_set(err, QL_EINVAL, "priority: %d is outside %d..%d", spec->priority,
                           QL_PRIORITY_MIN, QL_PRIORITY_MAX);
@@ -182,7 +195,10 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     if (spec->tag && strlen(spec->tag) > QL_JOB_TAG_MAX)
         return ql_err_set(err, QL_EINVAL, "tag: longer than %d bytes as JSON text", QL_JOB_TAG_MAX);
     ql_job_t j = {0};
-    ql_store_new_id(ql_txn_store(txn), &j.id);
+    if (id)
+        j.id = *id;
+    else
+        ql_store_new_id(ql_txn_store(txn), &j.id);
     snprintf(j.project, sizeof j.project, "%s", project);
     if (m) {
         j.model = m->id;
@@ -225,21 +241,18 @@ static int create_job(ql_txn_t *txn, const char *project, const ql_model_t *m, c
     return 0;
 }
 
+/* A NEW segment owned by job, whose id is made before the job is written so that the segment
+ * is written once, with its owner. */
 static int new_segment(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end, int64_t now,
-                       ql_segment_t *seg, ql_err_t *err) {
+                       ql_id_t *job, ql_segment_t *seg, ql_err_t *err) {
     memset(seg, 0, sizeof *seg);
     ql_store_new_id(ql_txn_store(txn), &seg->id);
+    ql_store_new_id(ql_txn_store(txn), job);
     seg->model = *model;
     seg->start = start;
     seg->end = end;
     seg->status = QL_SEG_NEW;
     seg->create_time = now;
-    int rc = ql_segment_put(txn, seg);
-    return rc ? ql_err_set(err, rc, "cannot store the segment: %s", ql_strerror(rc)) : 0;
-}
-
-/* Records the job that owns a new segment (the segment is written before the job exists). */
-static int link_segment(ql_txn_t *txn, ql_segment_t *seg, const ql_id_t *job, ql_err_t *err) {
     seg->job = *job;
     int rc = ql_segment_put(txn, seg);
     return rc ? ql_err_set(err, rc, "cannot store the segment: %s", ql_strerror(rc)) : 0;
@@ -249,7 +262,8 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
                          const ql_job_spec_t *spec, ql_id_t *job_out, ql_id_t *segment_out,
                          ql_err_t *err) {
     ql_model_t m;
-    int rc = load_model(txn, model, &m, err);
+    bool borrowed;
+    int rc = load_model(txn, model, spec, &m, &borrowed, err);
     if (rc)
         return rc;
     /* A full-load model has one segment over the whole range (docs/design/metadata.md, Full
@@ -282,17 +296,16 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
         goto out;
     ql_segment_t seg;
     ql_id_t job;
-    if ((rc = new_segment(txn, &m.id, start, end, spec->now, &seg, err)) ||
+    if ((rc = new_segment(txn, &m.id, start, end, spec->now, &job, &seg, err)) ||
         (rc = create_job(txn, m.project, &m, "INC_BUILD", true, start, end, &seg.id, NULL, 0, spec,
-                         &job, err)) ||
-        (rc = link_segment(txn, &seg, &job, err)))
+                         &job, NULL, err)))
         goto out;
     if (job_out)
         *job_out = job;
     if (segment_out)
         *segment_out = seg.id;
 out:
-    ql_model_free(&m);
+    drop_model(&m, borrowed);
     return rc;
 }
 
@@ -322,7 +335,8 @@ static int load_usable_segment(ql_txn_t *txn, const ql_model_t *m, const ql_id_t
 int ql_meta_submit_merge(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
                          const ql_job_spec_t *spec, ql_id_t *job_out, ql_err_t *err) {
     ql_model_t m;
-    int rc = load_model(txn, model, &m, err);
+    bool borrowed;
+    int rc = load_model(txn, model, spec, &m, &borrowed, err);
     if (rc)
         return rc;
     ql_segment_t *segs = NULL;
@@ -374,22 +388,23 @@ int ql_meta_submit_merge(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids
         sources[i] = segs[i].id;
     ql_segment_t seg;
     ql_id_t job;
-    if (!(rc = new_segment(txn, &m.id, start, end, spec->now, &seg, err)) &&
+    if (!(rc = new_segment(txn, &m.id, start, end, spec->now, &job, &seg, err)) &&
         !(rc = create_job(txn, m.project, &m, "INDEX_MERGE", true, start, end, &seg.id, sources, n,
-                          spec, &job, err)) &&
-        !(rc = link_segment(txn, &seg, &job, err)) && job_out)
+                          spec, &job, NULL, err)) &&
+        job_out)
         *job_out = job;
     free(sources);
 out:
     free(segs);
-    ql_model_free(&m);
+    drop_model(&m, borrowed);
     return rc;
 }
 
 int ql_meta_submit_refresh(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *segment,
                            const ql_job_spec_t *spec, ql_id_t *job_out, ql_err_t *err) {
     ql_model_t m;
-    int rc = load_model(txn, model, &m, err);
+    bool borrowed;
+    int rc = load_model(txn, model, spec, &m, &borrowed, err);
     if (rc)
         return rc;
     ql_segment_t src;
@@ -401,13 +416,13 @@ int ql_meta_submit_refresh(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *s
         goto out;
     ql_segment_t seg;
     ql_id_t job;
-    if (!(rc = new_segment(txn, &m.id, start, end, spec->now, &seg, err)) &&
+    if (!(rc = new_segment(txn, &m.id, start, end, spec->now, &job, &seg, err)) &&
         !(rc = create_job(txn, m.project, &m, "INDEX_REFRESH", true, start, end, &seg.id, segment,
-                          1, spec, &job, err)) &&
-        !(rc = link_segment(txn, &seg, &job, err)) && job_out)
+                          1, spec, &job, NULL, err)) &&
+        job_out)
         *job_out = job;
 out:
-    ql_model_free(&m);
+    drop_model(&m, borrowed);
     return rc;
 }
 
@@ -430,25 +445,27 @@ int ql_meta_submit_job(ql_txn_t *txn, const char *project, const ql_id_t *model,
     ql_project_free(&p);
     if (!model || ql_id_is_zero(model))
         return create_job(txn, project, NULL, type, has_range, start, end, NULL, NULL, 0, spec,
-                          job_out, err);
+                          NULL, job_out, err);
     ql_model_t m;
-    if ((rc = load_model(txn, model, &m, err)))
+    bool borrowed;
+    if ((rc = load_model(txn, model, spec, &m, &borrowed, err)))
         return rc;
     if (strcmp(m.project, project) != 0)
         rc = ql_err_set(err, QL_ENOTFOUND, "model '%s' is not in project '%s'", m.name, project);
     if (!rc && has_range)
         rc = check_job_conflict(txn, &m, start, end, err);
     if (!rc)
-        rc = create_job(txn, project, &m, type, has_range, start, end, NULL, NULL, 0, spec, job_out,
-                        err);
-    ql_model_free(&m);
+        rc = create_job(txn, project, &m, type, has_range, start, end, NULL, NULL, 0, spec, NULL,
+                        job_out, err);
+    drop_model(&m, borrowed);
     return rc;
 }
 
 int ql_meta_delete_segments(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *ids, size_t n,
                             ql_err_t *err) {
     ql_model_t m;
-    int rc = load_model(txn, model, &m, err);
+    bool borrowed;
+    int rc = load_model(txn, model, NULL, &m, &borrowed, err);
     if (rc)
         return rc;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -527,9 +544,7 @@ int ql_meta_job_target_exists(ql_txn_t *txn, const ql_job_t *job, bool *exists) 
     *exists = true;
     if (ql_id_is_zero(&job->model))
         return 0;
-    int rc = ql_model_exists(txn, &job->model);
-    if (!rc && !ql_id_is_zero(&job->segment))
-        rc = ql_segment_exists(txn, &job->segment);
+    int rc = ql_model_segment_exists(txn, &job->model, &job->segment);
     for (uint32_t i = 0; !rc && i < job->n_sources; i++)
         rc = ql_segment_exists(txn, &job->sources[i]);
     if (rc == QL_ENOTFOUND) {

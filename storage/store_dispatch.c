@@ -222,6 +222,11 @@ int ql_txn_begin(ql_store_t *s, bool write, ql_txn_t **out) {
     return s->ops->txn_begin(s, NULL, write, out);
 }
 
+int ql_txn_begin_lookups(ql_store_t *s, ql_txn_t **out) {
+    return s->ops->txn_begin_lookups ? s->ops->txn_begin_lookups(s, out)
+                                     : s->ops->txn_begin(s, NULL, false, out);
+}
+
 int ql_txn_begin_nested(ql_txn_t *parent, ql_txn_t **out) {
     if (!parent->write)
         return QL_EINVAL;
@@ -294,13 +299,42 @@ int ql_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out
     return t->ops->model_get(t, id, flags, out);
 }
 
+int ql_model_get_for_probe(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+    return t->write && t->ops->model_get_for_probe ? t->ops->model_get_for_probe(t, id, flags, out)
+                                                   : t->ops->model_get(t, id, flags, out);
+}
+
 int ql_model_exists(ql_txn_t *t, const ql_id_t *id) {
     return t->ops->model_exists(t, id);
+}
+
+int ql_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment) {
+    if (t->ops->model_segment_exists)
+        return t->ops->model_segment_exists(t, model, segment);
+    int rc = t->ops->model_exists(t, model);
+    return rc || ql_id_is_zero(segment) ? rc : t->ops->segment_exists(t, segment);
 }
 
 int ql_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                   ql_model_t *out) {
     return t->ops->model_find(t, project, name, flags, out);
+}
+
+int ql_model_find_with_project(ql_txn_t *t, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found) {
+    *found = false;
+    if (t->ops->model_find_with_project && !t->write) /* a write reads each with its lock */
+        return t->ops->model_find_with_project(t, project, name, flags, p, m, found);
+    int rc = t->ops->project_get(t, project, 0, p);
+    if (rc)
+        return rc;
+    if ((rc = t->ops->model_find(t, project, name, flags, m)) == 0)
+        *found = true;
+    else if (rc == QL_ENOTFOUND)
+        rc = 0;
+    if (rc)
+        ql_project_free(p);
+    return rc;
 }
 
 int ql_model_put(ql_txn_t *t, const ql_model_t *m) {

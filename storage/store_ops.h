@@ -45,6 +45,8 @@ typedef struct store_ops {
 
     /* parent NULL: a top-level transaction; else a nested write transaction of parent. */
     int (*txn_begin)(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out);
+    /* Optional (ql_txn_begin_lookups): NULL begins an ordinary read transaction. */
+    int (*txn_begin_lookups)(ql_store_t *s, ql_txn_t **out);
     int (*txn_commit)(ql_txn_t *t);
     void (*txn_abort)(ql_txn_t *t);
 
@@ -67,8 +69,15 @@ typedef struct store_ops {
 
     int (*model_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
     int (*model_exists)(ql_txn_t *t, const ql_id_t *id);
+    /* Optional (ql_model_get_for_probe): NULL reads with model_get. */
+    int (*model_get_for_probe)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
+    /* Optional: both lookups of ql_model_segment_exists at once. */
+    int (*model_segment_exists)(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);
     int (*model_find)(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                       ql_model_t *out);
+    /* Optional: ql_model_find_with_project in one lookup. */
+    int (*model_find_with_project)(ql_txn_t *t, const char *project, const char *name,
+                                   unsigned flags, ql_project_t *p, ql_model_t *m, bool *found);
     int (*model_put)(ql_txn_t *t, const ql_model_t *m);
     int (*model_foreach)(ql_txn_t *t, const char *project, ql_model_cb cb, void *arg);
     int (*model_count)(ql_txn_t *t, const char *project, uint64_t *out);

@@ -59,9 +59,16 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_PROJ_COUNT] = "SELECT count(*) FROM projects",
     [S_MODEL_GET] = "SELECT rec FROM models WHERE id = $1::uuid",
     [S_MODEL_GET_SHARE] = "SELECT rec FROM models WHERE id = $1::uuid FOR SHARE",
-    [S_MODEL_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid",
+    /* Taking the model lock $2 too (pg_model_get_for_probe); FOR SHARE reads the latest row. */
+    [S_MODEL_GET_SHARE_LOCK] =
+        "SELECT m.rec FROM models m, (SELECT pg_advisory_xact_lock($2::int8)) "
+        "l WHERE m.id = $1::uuid FOR SHARE OF m",
+    [S_MODEL_SEG_EXISTS] = "SELECT 1 FROM models WHERE id = $1::uuid AND ($2::uuid IS NULL OR "
+                           "EXISTS (SELECT 1 FROM segments WHERE id = $2::uuid))",
     [S_MODEL_ID_BY_NAME] = "SELECT id FROM models WHERE project = $1::text AND name = $2::text",
     [S_MODEL_FIND] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text",
+    [S_MODEL_FIND_PROJ] = "SELECT p.rec, m.rec FROM projects p LEFT JOIN models m ON m.project = "
+                          "p.name AND m.name = $2::text WHERE p.name = $1::text",
     [S_MODEL_FIND_SHARE] = "SELECT rec FROM models WHERE project = $1::text AND name = $2::text "
                            "FOR SHARE",
     [S_MODEL_OLD] = "SELECT project, name FROM models WHERE id = $1::uuid FOR UPDATE",
@@ -86,6 +93,13 @@ static const char *const stmt_sql[S_COUNT] = {
                        "ON CONFLICT (id) DO UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = "
                        "EXCLUDED.end_ms, status = EXCLUDED.status, rec = EXCLUDED.rec WHERE "
                        "segments.model = EXCLUDED.model RETURNING 1",
+    /* The same taking the model lock $7 first, in the row's source (pg_lock_model_carried). */
+    [S_SEG_PUT_SAME_LOCK] = "INSERT INTO segments (id, model, start_ms, end_ms, status, rec) "
+                            "SELECT $1::uuid, $2::uuid, $3::int8, $4::int8, $5::int2, $6::bytea "
+                            "FROM (SELECT pg_advisory_xact_lock($7::int8)) l ON CONFLICT (id) DO "
+                            "UPDATE SET start_ms = EXCLUDED.start_ms, end_ms = EXCLUDED.end_ms, "
+                            "status = EXCLUDED.status, rec = EXCLUDED.rec WHERE segments.model = "
+                            "EXCLUDED.model RETURNING 1",
     [S_SEG_DELETE] = "DELETE FROM segments WHERE id = $1::uuid RETURNING model",
     [S_SEG_COUNT] = "SELECT count(*) FROM segments WHERE model = $1::uuid",
     [S_JOB_GET] = "SELECT rec FROM jobs WHERE id = $1::uuid",
@@ -103,6 +117,13 @@ static const char *const stmt_sql[S_COUNT] = {
                      "$10::int8, fence = $11::int8, rec = $12::bytea WHERE id = $1::uuid AND "
                      "project = $2::text AND model IS NOT DISTINCT FROM $3::uuid AND "
                      "create_time = $6::int8 RETURNING 1",
+    /* Taking the model lock $13 first (pg_lock_model_carried), in a subquery run before. */
+    [S_JOB_UPDATE_LOCK] = "UPDATE jobs SET state = $4::int2, priority = $5::int2, modify_time = "
+                          "$7::int8, has_range = $8::bool, range_start = $9::int8, range_end = "
+                          "$10::int8, fence = $11::int8, rec = $12::bytea FROM (SELECT "
+                          "pg_advisory_xact_lock($13::int8)) l WHERE id = $1::uuid AND project = "
+                          "$2::text AND model IS NOT DISTINCT FROM $3::uuid AND create_time = "
+                          "$6::int8 RETURNING 1",
     /* The steps and outputs with the job, in one statement (data-modifying WITH). */
     [S_JOB_DELETE] = "WITH o AS (DELETE FROM outputs WHERE job = $1::uuid), s AS (DELETE FROM "
                      "steps WHERE job = $1::uuid) DELETE FROM jobs WHERE id = $1::uuid",
@@ -206,6 +227,8 @@ int pg_cmd(pg_txn_t *t, const char *sql) {
  * received before the first callback, which leaves the connection free for the callbacks'
  * queries at a cost of one round trip. The others (every job in a state, the recent list, every
  * project) may be long: they use a cursor, 256 rows per FETCH. */
+_Static_assert(S_COUNT + W_COUNT <= 64, "one bit of pg_conn_t.prepared per statement, walk");
+
 static const bool walk_small[W_COUNT] = {
     [W_MODELS] = true,   [W_SEGMENTS] = true,         [W_SEG_OVERLAP] = true,
     [W_JOB_LIVE] = true, [W_JOB_LIVE_OVERLAP] = true, [W_STEPS] = true,
@@ -240,13 +263,19 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
     pg_txn_t *top = t;
     while (top->base.parent)
         top = pgt(top->base.parent);
+    int rc;
+    if (top->lookups) { /* a cursor lives in a transaction: the lookups from here on share it */
+        top->lookups = false;
+        if ((rc = pg_queue(top, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP)))
+            return rc;
+    }
     unsigned id = top->cursors++;
     char decl[1024], fetch[64], close_[64];
     snprintf(decl, sizeof decl, "DECLARE qc%u BINARY NO SCROLL CURSOR FOR %s", id, walk_sql[w]);
     snprintf(fetch, sizeof fetch, "FETCH 256 FROM qc%u", id);
     snprintf(close_, sizeof close_, "CLOSE qc%u", id);
     pg_call_t call = {.sql = decl, .p = p, .format = 1};
-    int rc = pg_run(t, &call, NULL);
+    rc = pg_run(t, &call, NULL);
     if (rc)
         return rc;
     bool done = false;
@@ -426,7 +455,8 @@ static void txn_free(pg_txn_t *t) {
     free(t);
 }
 
-static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+/* lookups: a read transaction without BEGIN (ql_txn_begin_lookups). */
+static int txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, bool lookups, ql_txn_t **out) {
     *out = NULL;
     if (write && s->read_only)
         return UV_EROFS;
@@ -480,7 +510,7 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
                  (long long)pgs(s)->idle_write_ms);
         if (!(rc = pg_queue(t, "BEGIN ISOLATION LEVEL READ COMMITTED", Q_TOP)))
             rc = pg_queue(t, xid, Q_XID);
-    } else {
+    } else if (!(t->lookups = lookups)) {
         rc = pg_queue(t, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", Q_TOP);
     }
     if (rc) {
@@ -490,6 +520,14 @@ static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **
     }
     *out = &t->base;
     return 0;
+}
+
+static int pg_txn_begin(ql_store_t *s, ql_txn_t *parent, bool write, ql_txn_t **out) {
+    return txn_begin(s, parent, write, false, out);
+}
+
+static int pg_txn_begin_lookups(ql_store_t *s, ql_txn_t **out) {
+    return txn_begin(s, NULL, false, true, out);
 }
 
 /* A connection lost during COMMIT: asks a new one how the transaction ended, waiting while
@@ -549,8 +587,8 @@ static int pg_txn_commit(ql_txn_t *bt) {
         return rc;
     }
     if (bt->write && !t->failed && pg_queue_has_writes(t->conn))
-        pg_flush(t); /* its failure fails the transaction, which then rolls back */
-    if (!t->begun) { /* nothing was sent: nothing to commit or roll back */
+        pg_flush(t);               /* its failure fails the transaction, which then rolls back */
+    if (!t->begun || t->lookups) { /* no transaction to commit or roll back */
         rc = t->failed;
     } else if (!bt->write || t->failed) {
         rc = t->failed;
@@ -587,7 +625,7 @@ static void pg_txn_abort(ql_txn_t *bt) {
         txn_free(t); /* with the epoch it kept: its share lock went with the rollback */
         return;
     }
-    if (t->begun)
+    if (t->begun && !t->lookups)
         rollback_nowait(t->conn);
     pool_put(pgs(bt->store), t->conn);
     txn_free(t);
@@ -710,6 +748,7 @@ const store_ops_t ql_pg_ops = {
     .announce = pg_servers_announce,
     .servers_foreach = pg_servers_foreach,
     .txn_begin = pg_txn_begin,
+    .txn_begin_lookups = pg_txn_begin_lookups,
     .txn_commit = pg_txn_commit,
     .txn_abort = pg_txn_abort,
     .meta_get_u64 = pg_meta_get_u64,
@@ -724,8 +763,11 @@ const store_ops_t ql_pg_ops = {
     .project_foreach = pg_project_foreach,
     .project_count = pg_project_count,
     .model_get = pg_model_get,
+    .model_get_for_probe = pg_model_get_for_probe,
     .model_exists = pg_model_exists,
+    .model_segment_exists = pg_model_segment_exists,
     .model_find = pg_model_find,
+    .model_find_with_project = pg_model_find_with_project,
     .model_put = pg_model_put,
     .model_foreach = pg_model_foreach,
     .model_count = pg_model_count,

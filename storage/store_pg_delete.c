@@ -62,7 +62,7 @@ int pg_model_delete(ql_txn_t *bt, const ql_id_t *id) {
         return rc;
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
-    return delete_empty(t, S_MODEL_EXISTS, S_MODEL_DELETE, &p);
+    return delete_empty(t, S_MODEL_GET, S_MODEL_DELETE, &p);
 }
 
 int pg_project_delete(ql_txn_t *bt, const char *name) {

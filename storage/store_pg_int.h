@@ -24,9 +24,11 @@ typedef enum pg_stmt {
     S_PROJ_COUNT,
     S_MODEL_GET,
     S_MODEL_GET_SHARE,
-    S_MODEL_EXISTS,
+    S_MODEL_GET_SHARE_LOCK,
+    S_MODEL_SEG_EXISTS,
     S_MODEL_ID_BY_NAME,
     S_MODEL_FIND,
+    S_MODEL_FIND_PROJ,
     S_MODEL_FIND_SHARE,
     S_MODEL_OLD,
     S_MODEL_INSERT,
@@ -38,6 +40,7 @@ typedef enum pg_stmt {
     S_SEG_OLD,
     S_SEG_UPSERT,
     S_SEG_PUT_SAME,
+    S_SEG_PUT_SAME_LOCK,
     S_SEG_DELETE,
     S_SEG_COUNT,
     S_JOB_GET,
@@ -45,6 +48,7 @@ typedef enum pg_stmt {
     S_JOB_OLD,
     S_JOB_INSERT,
     S_JOB_UPDATE,
+    S_JOB_UPDATE_LOCK,
     S_JOB_DELETE,
     S_JOB_MODEL,
     S_MODEL_DELETE,
@@ -164,6 +168,7 @@ typedef struct pg_txn {
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
     bool begun;        /* top level: its BEGIN went out (it is queued until the first statement) */
+    bool lookups;      /* top level: read without BEGIN, each statement on its own (no ROLLBACK) */
     bool epoch_cached; /* this level read the fence epoch FOR SHARE (or a released child did) */
     int epoch_rc;
     uint64_t epoch;
@@ -278,6 +283,12 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
 /* Takes the model lock of the transaction (once per savepoint level chain). The locks and the
  * fence epoch are in store_pg_locks.c. */
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);
+/* The same lock, taken by the caller's next statement instead of a statement of its own: when
+ * *carry, that statement must take pg_advisory_xact_lock(*key) before it writes, and once it
+ * has run the caller notes the lock with pg_lock_carried (not before: a put that fails its
+ * checks before its statement leaves the lock untaken, and the next put of the level takes it). */
+int pg_lock_model_carried(pg_txn_t *t, const ql_id_t *model, int64_t *key, bool *carry);
+void pg_lock_carried(pg_txn_t *t, int64_t key);
 /* Adds the model locks a released savepoint level took to its parent's. */
 void pg_merge_locks(pg_txn_t *into, pg_txn_t *from);
 /* The job rows t holds FOR UPDATE: a row locked (read or written) by this level with its
@@ -360,6 +371,10 @@ int pg_project_delete(ql_txn_t *t, const char *name);
 int pg_model_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_model_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
 int pg_model_exists(ql_txn_t *t, const ql_id_t *id);
+int pg_model_get_for_probe(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_model_t *out);
+int pg_model_find_with_project(ql_txn_t *t, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found);
+int pg_model_segment_exists(ql_txn_t *t, const ql_id_t *model, const ql_id_t *segment);
 int pg_model_find(ql_txn_t *t, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);
 int pg_model_put(ql_txn_t *t, const ql_model_t *m);

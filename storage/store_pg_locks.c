@@ -16,7 +16,9 @@ static bool level_holds(const pg_txn_t *t, int64_t key) {
     return false;
 }
 
-int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
+/* The lock of model that this level must still take: *key, and 1 with room made to note it;
+ * 0 when there is none to take (a read, no model, or held by this level or a parent). */
+static int lock_needed(pg_txn_t *t, const ql_id_t *model, int64_t *key) {
     if (!t->base.write || ql_id_is_zero(model))
         return 0;
     /* 64 bits of the id: its random half (the first half of a v7 id is its time). A collision
@@ -24,8 +26,8 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
     uint64_t k = 0;
     for (int i = 0; i < 8; i++)
         k = k << 8 | (model->b[8 + i] ^ model->b[i]);
-    int64_t key = (int64_t)k;
-    if (level_holds(t, key))
+    *key = (int64_t)k;
+    if (level_holds(t, *key))
         return 0;
     if (t->n_locked == t->cap_locked) {
         size_t cap = t->cap_locked ? t->cap_locked * 2 : 8;
@@ -35,14 +37,31 @@ int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
         t->locked = p;
         t->cap_locked = cap;
     }
+    return t->failed ? t->failed : 1;
+}
+
+int pg_lock_model(pg_txn_t *t, const ql_id_t *model) {
+    int64_t key;
+    int rc = lock_needed(t, model, &key);
+    if (rc <= 0)
+        return rc;
     /* Queued: sent with the next statement, which the server runs after it, under the lock. A
      * lock that times out fails that statement's round trip (store_pg_pipe.c). */
-    if (t->failed)
-        return t->failed;
-    int rc = pg_queue_lock(t, key);
-    if (!rc)
+    if (!(rc = pg_queue_lock(t, key)))
         t->locked[t->n_locked++] = key;
     return rc;
+}
+
+int pg_lock_model_carried(pg_txn_t *t, const ql_id_t *model, int64_t *key, bool *carry) {
+    int rc = lock_needed(t, model, key);
+    *carry = rc > 0;
+    return rc < 0 ? rc : 0;
+}
+
+void pg_lock_carried(pg_txn_t *t, int64_t key) {
+    /* lock_needed made room; a lock taken since (none between the two calls) would have used it */
+    if (t->n_locked < t->cap_locked && !level_holds(t, key))
+        t->locked[t->n_locked++] = key;
 }
 
 /* The epoch is read FOR SHARE once; the value is kept by the level that read it and moves to

@@ -229,11 +229,37 @@ int pg_model_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *ou
     return rc;
 }
 
-int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
+int pg_model_get_for_probe(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_model_t *out) {
+    pg_txn_t *t = pgt(bt);
+    int64_t key;
+    bool carry;
+    int rc = pg_lock_model_carried(t, id, &key, &carry);
+    if (rc || !carry)
+        return rc ? rc : pg_model_get(bt, id, flags, out);
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
+    pg_p_i64(&p, key);
     PGresult *r;
-    int rc = pg_one_row(pgt(bt), S_MODEL_EXISTS, &p, &r);
+    if ((rc = pg_one_row(t, S_MODEL_GET_SHARE_LOCK, &p, &r)))
+        return rc; /* none: the lock may not have been taken, a later put or probe takes it */
+    pg_lock_carried(t, key);
+    rc = model_decode(t, r, 0, flags, out);
+    PQclear(r);
+    return rc;
+}
+
+int pg_model_exists(ql_txn_t *bt, const ql_id_t *id) {
+    static const ql_id_t none; /* a NULL segment: the model alone */
+    return pg_model_segment_exists(bt, id, &none);
+}
+
+/* One statement for both lookups (the scheduler's check of every job it picks). */
+int pg_model_segment_exists(ql_txn_t *bt, const ql_id_t *model, const ql_id_t *segment) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    pg_p_uuid(&p, segment); /* a zero id is NULL: no segment to look for */
+    PGresult *r;
+    int rc = pg_one_row(pgt(bt), S_MODEL_SEG_EXISTS, &p, &r);
     PQclear(r);
     return rc;
 }
@@ -251,6 +277,35 @@ int pg_model_find(ql_txn_t *bt, const char *project, const char *name, unsigned 
     if (rc)
         return rc;
     rc = model_decode(pgt(bt), r, 0, flags, out);
+    PQclear(r);
+    return rc;
+}
+
+/* A read transaction's lookup of a build's target (unlocked: a write transaction reads each with
+ * its lock): the project's row, with the model's record or NULL. */
+int pg_model_find_with_project(ql_txn_t *bt, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found) {
+    pg_txn_t *t = pgt(bt);
+    *found = false;
+    if (!project[0] || strlen(project) > QL_NAME_MAX)
+        return QL_ENOTFOUND;
+    pg_params_t q = {0};
+    pg_p_text(&q, project);
+    pg_p_text(&q, strlen(name) > QL_NAME_MAX ? "" : name); /* no model has that name */
+    PGresult *r;
+    int rc = pg_one_row(t, S_MODEL_FIND_PROJ, &q, &r);
+    if (rc)
+        return rc;
+    msgpack_zone *z = zone(t);
+    rc = z ? ql_project_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), 0, p)
+           : UV_ENOMEM;
+    if (!rc && !PQgetisnull(r, 0, 1)) {
+        rc = ql_model_decode_z(z, PQgetvalue(r, 0, 1), (size_t)PQgetlength(r, 0, 1), flags, m);
+        if (rc == 0)
+            *found = true;
+        else
+            ql_project_free(p);
+    }
     PQclear(r);
     return rc;
 }
@@ -373,7 +428,9 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     if (!bt->write || ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
         ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
         return QL_EINVAL;
-    int rc = pg_lock_model(t, &s->model);
+    int64_t key;
+    bool carry;
+    int rc = pg_lock_model_carried(t, &s->model, &key, &carry);
     if (rc)
         return rc;
     s->layer = 0; /* an LMDB index detail */
@@ -387,9 +444,13 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     pg_p_i64(&p, s->end);
     pg_p_i16(&p, (int16_t)s->status);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (carry)
+        pg_p_i64(&p, key);
     PGresult *r;
-    if ((rc = pg_exec(t, S_SEG_PUT_SAME, &p, &r)))
+    if ((rc = pg_exec(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, &r)))
         return rc;
+    if (carry)
+        pg_lock_carried(t, key);
     bool done = PQntuples(r) == 1;
     PQclear(r);
     if (done)
@@ -517,11 +578,12 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     return rc;
 }
 
-/* Writes job j (parameters p) under the model lock: an update of a row this transaction holds
- * (pg_row_find) at once; otherwise an insert, and only when its id is taken, the old row read
- * FOR UPDATE and updated. *existed, *was: the old row and its state. */
-static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool *existed,
-                     ql_state_t *was) {
+/* Writes job j (parameters p) under the model lock (carry: the update takes it, key *carry): an
+ * update of a row this transaction holds (pg_row_find) at once; otherwise an insert, and only when
+ * its id is taken, the old row read FOR UPDATE and updated. *existed, *was: the old row and its
+ * state. */
+static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, const int64_t *carry,
+                     bool *existed, ql_state_t *was) {
     const pg_jobrow_t *row = pg_row_find(t, &j->id);
     PGresult *r;
     int rc;
@@ -552,8 +614,10 @@ static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, bool 
         return QL_EINVAL;
     *existed = true;
     *was = (ql_state_t)row->state;
-    if ((rc = pg_exec(t, S_JOB_UPDATE, p, &r)))
+    if ((rc = pg_exec(t, carry ? S_JOB_UPDATE_LOCK : S_JOB_UPDATE, p, &r)))
         return rc;
+    if (carry)
+        pg_lock_carried(t, *carry);
     bool updated = PQntuples(r) == 1;
     PQclear(r);
     return updated ? 0 : QL_ECORRUPT; /* the row this transaction holds is gone */
@@ -571,7 +635,11 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
         (j->has_range &&
          ql_meta_check_range("range_start", "range_end", j->range_start, j->range_end, true, NULL)))
         return QL_EINVAL;
-    int rc = pg_lock_model(t, &j->model);
+    /* The model lock: carried by the update of a row this transaction holds, else queued. */
+    int64_t key;
+    bool carry = false;
+    int rc = pg_row_find(t, &j->id) ? pg_lock_model_carried(t, &j->model, &key, &carry)
+                                    : pg_lock_model(t, &j->model);
     if (rc)
         return rc;
     ql_buf_reset(&bt->buf);
@@ -592,9 +660,11 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
     pg_p_i64(&p, j->has_range ? j->range_end : 0);
     pg_p_i64(&p, (int64_t)j->fence);
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
+    if (carry)
+        pg_p_i64(&p, key);
     bool existed;
     ql_state_t was;
-    if ((rc = job_write(t, j, &p, &existed, &was)))
+    if ((rc = job_write(t, j, &p, carry ? &key : NULL, &existed, &was)))
         return rc;
     pg_row_note(t, &j->id, j->project, &j->model, j->create_time, (int16_t)j->state);
     if (store_change_wakes(existed, was, j->state))

@@ -72,6 +72,10 @@ typedef struct ql_job_spec {
      * QL_JOB_QUEUE_MAX and QL_JOB_TAG_MAX bytes (QL_EINVAL naming the field). */
     const char *yarn_queue;
     const char *tag;
+    /* The job's model when the caller has read it in this write transaction (with ql_model_get,
+     * which holds its row lock to the end), so the submission does not read it again; NULL, or
+     * another model than the one named: read here. */
+    const struct ql_model *model;
 } ql_job_spec_t;
 
 /*

@@ -271,6 +271,13 @@ int ql_store_servers_foreach(ql_txn_t *txn, ql_store_server_cb cb, void *arg);
 /* ---- transactions ---- */
 
 int ql_txn_begin(ql_store_t *store, bool write, ql_txn_t **out);
+/* A read transaction for lookups that need no snapshot in common: each sees the latest commit,
+ * and two of them may see different ones. On PostgreSQL it sends no BEGIN and no ROLLBACK: each
+ * statement is a transaction of its own, so a transaction of one statement reads what a
+ * REPEATABLE READ one would, in a third of the statements (docs/postgresql.md, Round trips); on
+ * LMDB it is an ordinary read transaction. End it with ql_txn_abort. For callers whose reads
+ * are advisory (a write re-checks what it relies on) or single. */
+int ql_txn_begin_lookups(ql_store_t *store, ql_txn_t **out);
 /* A nested write transaction inside parent: its changes become part of parent when it commits,
  * and vanish when it aborts, leaving parent usable. */
 int ql_txn_begin_nested(ql_txn_t *parent, ql_txn_t **out);
@@ -312,10 +319,21 @@ int ql_project_delete(ql_txn_t *txn, const char *name);
 /* ---- models ---- */
 
 int ql_model_get(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
+/* ql_model_get for a write that goes on to probe the model's segments or live jobs: it also
+ * takes the model's lock that the probes need (docs/postgresql.md, rule 1), on PostgreSQL in
+ * the same statement. */
+int ql_model_get_for_probe(ql_txn_t *txn, const ql_id_t *id, unsigned flags, ql_model_t *out);
 /* Whether the model exists, without decoding it: 0 or QL_ENOTFOUND (or an error). */
 int ql_model_exists(ql_txn_t *txn, const ql_id_t *id);
+/* Whether the model and the segment (a zero id: none to look for) both exist, without decoding
+ * them: 0 or QL_ENOTFOUND (or an error). One statement on PostgreSQL. */
+int ql_model_segment_exists(ql_txn_t *txn, const ql_id_t *model, const ql_id_t *segment);
 int ql_model_find(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
                   ql_model_t *out);
+/* The project (QL_ENOTFOUND when there is none; p is then untouched) and, when *found, its
+ * model of that name in m: one statement on PostgreSQL. Both to be freed by the caller. */
+int ql_model_find_with_project(ql_txn_t *txn, const char *project, const char *name, unsigned flags,
+                               ql_project_t *p, ql_model_t *m, bool *found);
 /* Inserts or replaces the model with that id. QL_EEXIST when another model of the project has
  * the name; the project must exist (QL_ENOTFOUND). */
 int ql_model_put(ql_txn_t *txn, const ql_model_t *m);
