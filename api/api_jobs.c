@@ -78,6 +78,9 @@ typedef struct list {
     ql_api_jw_t *w;
     sort_rec_t *recs;
     size_t n_recs, cap_recs;
+    /* the page's jobs in index order, read together once the walk ends (ql_job_get_many) */
+    ql_id_t *page_ids;
+    size_t n_page, cap_page;
     int rc;
 } list_t;
 
@@ -203,6 +206,10 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
             return 0;
         if (i - l->pg.first >= l->pg.limit)
             return 1;
+        if (QL_ARRAY_RESERVE(l->page_ids, l->cap_page, l->n_page + 1, 64))
+            return l->rc = UV_ENOMEM;
+        l->page_ids[l->n_page++] = *id;
+        return 0;
     }
     ql_job_t j;
     int rc = ql_job_get(l->txn, id, 0, &j);
@@ -215,8 +222,6 @@ static int recent_cb(const ql_id_t *id, ql_state_t state, int64_t mtime, void *a
     if (!in_order) {
         if (job_matches(l, &j))
             rc = push_rec(l, &j);
-    } else if (!l->decode_filters) {
-        rc = page_add(l, &j);
     } else if (job_matches(l, &j) && ql_api_pager_take(&l->pg)) {
         rc = page_add(l, &j);
     }
@@ -326,6 +331,16 @@ static void free_recs(list_t *l) {
     for (size_t i = 0; i < l->n_recs; i++)
         free(l->recs[i].s);
     free(l->recs);
+    free(l->page_ids);
+}
+
+static int page_job_cb(const ql_job_t *j, void *arg) {
+    return page_add(arg, j);
+}
+
+/* Writes the jobs of l->page_ids (in that order; one gone since the walk is left out). */
+static int add_page(list_t *l) {
+    return ql_job_get_many(l->txn, l->n_page, l->page_ids, 0, page_job_cb, l);
 }
 
 /* The list into l->w (opened with the envelope and the page): the same code inline and on a
@@ -351,18 +366,21 @@ static int run_list(list_t *l, ql_txn_t *txn, const ql_api_page_t *page, ql_err_
         qsort(l->recs, l->n_recs, sizeof *l->recs, l->reverse ? cmp_rec_rev : cmp_rec);
         total = l->n_recs;
         for (uint64_t i = l->pg.first; !rc && i < l->n_recs && i - l->pg.first < l->pg.limit; i++) {
-            ql_job_t j;
-            if ((rc = ql_job_get(txn, &l->recs[i].id, 0, &j)) == 0) {
-                rc = page_add(l, &j);
-                ql_job_free(&j);
-            }
+            if (QL_ARRAY_RESERVE(l->page_ids, l->cap_page, l->n_page + 1, 64))
+                rc = UV_ENOMEM;
+            else
+                l->page_ids[l->n_page++] = l->recs[i].id;
         }
     } else if (!counted) {
         total = l->pg.seen;
     }
+    if (!rc)
+        rc = add_page(l);
     free_recs(l);
     l->recs = NULL;
     l->n_recs = 0;
+    l->page_ids = NULL;
+    l->n_page = l->cap_page = 0;
     if (rc && !err->code)
         ql_err_set(err, rc, "cannot list the jobs: %s", ql_strerror(rc));
     if (!rc)

@@ -382,6 +382,28 @@ int ql_job_get(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out) {
     return t->ops->job_get(t, id, flags, out);
 }
 
+int ql_job_get_many(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                    void *arg) {
+    return t->ops->job_get_many(t, n, ids, flags, cb, arg);
+}
+
+int store_job_get_loop(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                       void *arg) {
+    for (size_t i = 0; i < n; i++) {
+        ql_job_t j;
+        int rc = t->ops->job_get(t, &ids[i], flags, &j);
+        if (rc == QL_ENOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        rc = cb(&j, arg);
+        ql_job_free(&j);
+        if (rc)
+            return rc < 0 ? rc : 0;
+    }
+    return 0;
+}
+
 int ql_job_put(ql_txn_t *t, const ql_job_t *j) {
     return t->ops->job_put(t, j);
 }

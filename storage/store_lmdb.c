@@ -483,6 +483,7 @@ static const store_ops_t lmdb_ops = {
     .segment_foreach_overlapping = lmdb_segment_foreach_overlapping,
     .segment_count = lmdb_segment_count,
     .job_get = lmdb_job_get,
+    .job_get_many = store_job_get_loop,
     .job_put = lmdb_job_put,
     .job_delete = lmdb_job_delete,
     .project_delete = lmdb_project_delete,

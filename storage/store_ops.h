@@ -93,6 +93,9 @@ typedef struct store_ops {
     int (*segment_count)(ql_txn_t *t, const ql_id_t *model, uint64_t *out);
 
     int (*job_get)(ql_txn_t *t, const ql_id_t *id, unsigned flags, ql_job_t *out);
+    /* ql_job_get_many; store_job_get_loop (store_dispatch.c) is the loop over job_get. */
+    int (*job_get_many)(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                        void *arg);
     int (*job_put)(ql_txn_t *t, const ql_job_t *j);
     int (*job_delete)(ql_txn_t *t, const ql_id_t *id);
     int (*job_foreach_state)(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
@@ -149,6 +152,9 @@ msgpack_zone *ql_txn_zone(ql_txn_t *txn);
 /* Runs the commit hook after a successful top-level write commit. */
 void store_run_commit_hook(ql_txn_t *t);
 
+/* ql_job_get_many as a loop of ql_job_get (LMDB's job_get_many). */
+int store_job_get_loop(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                       void *arg);
 /* ql_probe_targets as a loop of per-model probes (LMDB's probe_targets). */
 int store_probe_loop(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);

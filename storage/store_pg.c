@@ -779,6 +779,7 @@ const store_ops_t ql_pg_ops = {
     .segment_foreach_overlapping = pg_segment_foreach_overlapping,
     .segment_count = pg_segment_count,
     .job_get = pg_job_get,
+    .job_get_many = pg_job_get_many,
     .job_put = pg_job_put,
     .job_delete = pg_job_delete,
     .project_delete = pg_project_delete,

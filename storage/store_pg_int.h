@@ -196,6 +196,14 @@ void pg_p_i16(pg_params_t *p, int16_t v);
 void pg_p_bool(pg_params_t *p, bool v);
 void pg_p_text(pg_params_t *p, const char *s); /* NULL is NULL */
 void pg_p_bytes(pg_params_t *p, const void *data, size_t len);
+/* The binary form of a one-dimensional array parameter without NULLs (array_recv): the header
+ * of n elements of type oid written at d (PG_ARRAY_HEAD bytes); the elements follow, each its
+ * length (pg_put_be32) and bytes. Returns where the first element goes. */
+#define PG_ARRAY_HEAD 20
+#define PG_OID_INT8 20
+#define PG_OID_UUID 2950
+uint8_t *pg_array_head(uint8_t *d, uint32_t oid, size_t n);
+void pg_put_be32(uint8_t *d, uint32_t v);
 
 /* Runs a prepared statement in t; *res (may be NULL: cleared) gets the result, binary, which
  * the caller PQclear()s. Returns 0 or the mapped error; an error marks t failed. */
@@ -405,6 +413,9 @@ int pg_step_put(ql_txn_t *t, const ql_step_t *s);
 int pg_step_foreach(ql_txn_t *t, const ql_id_t *job, ql_step_cb cb, void *arg);
 int pg_output_get(ql_txn_t *t, const ql_id_t *job, uint32_t seq, char **out, size_t *len);
 int pg_output_put(ql_txn_t *t, const ql_id_t *job, uint32_t seq, const char *text, size_t len);
+/* ql_job_get_many in one query per chunk of ids (store_pg_job_many.c). */
+int pg_job_get_many(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                    void *arg);
 /* ql_probe_targets in one query per chunk of targets (store_pg_probe.c). */
 int pg_probe_targets(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);

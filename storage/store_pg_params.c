@@ -22,6 +22,23 @@ static void p_add(pg_params_t *p, const char *v, int len) {
     p->n++;
 }
 
+void pg_put_be32(uint8_t *d, uint32_t v) {
+    d[0] = (uint8_t)(v >> 24);
+    d[1] = (uint8_t)(v >> 16);
+    d[2] = (uint8_t)(v >> 8);
+    d[3] = (uint8_t)v;
+}
+
+/* ndim 1, no NULLs, the element type, then the one dimension: its length and lower bound 1. */
+uint8_t *pg_array_head(uint8_t *d, uint32_t oid, size_t n) {
+    pg_put_be32(d, 1);
+    pg_put_be32(d + 4, 0);
+    pg_put_be32(d + 8, oid);
+    pg_put_be32(d + 12, (uint32_t)n);
+    pg_put_be32(d + 16, 1);
+    return d + PG_ARRAY_HEAD;
+}
+
 void pg_p_uuid(pg_params_t *p, const ql_id_t *id) {
     p_add(p, id && !ql_id_is_zero(id) ? (const char *)id->b : NULL, 16);
 }

@@ -20,9 +20,6 @@
 /* Targets per query: a chunk's result (a few rows per target) stays a few megabytes. */
 #define PROBE_CHUNK 4096
 
-#define OID_INT8 20
-#define OID_UUID 2950
-
 static const char probe_sql[] =
     "WITH t AS (SELECT m, s, e, i FROM unnest($1::uuid[], $2::int8[], $3::int8[]) "
     "WITH ORDINALITY AS u(m, s, e, i)), "
@@ -38,27 +35,9 @@ static const char probe_sql[] =
     "AND j.has_range AND int8range(j.range_start, j.range_end) && int8range(n.lo, n.hi) "
     "ORDER BY 1, 2, 3, 4, 5";
 
-static void put_be32(uint8_t *d, uint32_t v) {
-    d[0] = (uint8_t)(v >> 24);
-    d[1] = (uint8_t)(v >> 16);
-    d[2] = (uint8_t)(v >> 8);
-    d[3] = (uint8_t)v;
-}
-
 static void put_be64(uint8_t *d, uint64_t v) {
-    put_be32(d, (uint32_t)(v >> 32));
-    put_be32(d + 4, (uint32_t)v);
-}
-
-/* The binary form of a one-dimensional array without NULLs (array_recv): ndim, has-null flag,
- * element type, then the dimension (length, lower bound 1) and each element as length + bytes. */
-static uint8_t *array_head(uint8_t *d, uint32_t oid, size_t n) {
-    put_be32(d, 1);
-    put_be32(d + 4, 0);
-    put_be32(d + 8, oid);
-    put_be32(d + 12, (uint32_t)n);
-    put_be32(d + 16, 1);
-    return d + 20;
+    pg_put_be32(d, (uint32_t)(v >> 32));
+    pg_put_be32(d + 4, (uint32_t)v);
 }
 
 typedef struct {
@@ -98,17 +77,17 @@ static int encode_chunk(probe_buf_t *b, const ql_probe_target_t *tg, size_t n, p
         }
         b->cap = n;
     }
-    uint8_t *m = array_head(b->models, OID_UUID, n);
-    uint8_t *s = array_head(b->starts, OID_INT8, n);
-    uint8_t *e = array_head(b->ends, OID_INT8, n);
+    uint8_t *m = pg_array_head(b->models, PG_OID_UUID, n);
+    uint8_t *s = pg_array_head(b->starts, PG_OID_INT8, n);
+    uint8_t *e = pg_array_head(b->ends, PG_OID_INT8, n);
     for (size_t i = 0; i < n; i++) {
-        put_be32(m, 16);
+        pg_put_be32(m, 16);
         memcpy(m + 4, tg[i].model.b, 16);
         m += 20;
-        put_be32(s, 8);
+        pg_put_be32(s, 8);
         put_be64(s + 4, (uint64_t)tg[i].start);
         s += 12;
-        put_be32(e, 8);
+        pg_put_be32(e, 8);
         put_be64(e + 4, (uint64_t)tg[i].end);
         e += 12;
     }

@@ -382,6 +382,13 @@ int ql_job_delete(ql_txn_t *txn, const ql_id_t *id);
  * in it; 0 when there were none. Blocks for the file system (a few unlinks). */
 int ql_store_remove_job_logs(ql_store_t *store, const ql_id_t *job);
 typedef int (*ql_job_cb)(const ql_job_t *j, void *arg);
+/* The jobs ids[0..n) name, in that order (an id twice: twice), decoded with flags: cb runs once
+ * per job that exists, and a missing id is skipped; its return stops the calls as a foreach's
+ * does. For pages of a listing: on PostgreSQL one statement per 1,024 ids instead of one per job,
+ * the rows received before the first call (cb may query again); on LMDB ql_job_get in a loop.
+ * The rows are read without locks, also in a write transaction (use ql_job_get to lock one). */
+int ql_job_get_many(ql_txn_t *txn, size_t n, const ql_id_t *ids, unsigned flags, ql_job_cb cb,
+                    void *arg);
 /* Jobs in state, in (priority, create time) order: what the fetcher picks. */
 int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *arg);
 /* The same order from the index alone: id, priority and create time, no record decoding. */
