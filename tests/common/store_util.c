@@ -244,6 +244,15 @@ void ql_test_store_open(const char *dir, ql_store_t **store) {
     cr_assert_eq(rc, 0, "cannot open the test store (%s): %s", ql_test_store_backend(), err.msg);
 }
 
+ql_store_t *ql_test_pg_store_open(char *dir, size_t cap, const char *name) {
+    ql_test_require_backend("pg");
+    if (!dir[0])
+        ql_test_tmpdir(dir, cap, name);
+    ql_store_t *s;
+    ql_test_store_open(dir, &s);
+    return s;
+}
+
 /* The PostgreSQL form of ql_test_store_hash: every row of every table of the store's schema, in
  * key order, hashed with FNV-1a. */
 static uint64_t pg_store_hash(ql_store_t *store) {

@@ -66,5 +66,9 @@ void ql_test_pg_sql(const char *sql, char *out, size_t cap);
 int ql_test_pg_lock_backend(const char *dir);
 /* ql_store_open with ql_test_store_opts; asserts that it worked. */
 void ql_test_store_open(const char *dir, ql_store_t **store);
+/* For the PostgreSQL-only suites: skips the test unless the backend under test is PostgreSQL,
+ * makes dir (cap bytes, "" until then) a temporary directory named after name on first use, and
+ * opens a store on it (the same schema each time, so a reopen sees the data). */
+ql_store_t *ql_test_pg_store_open(char *dir, size_t cap, const char *name);
 
 #endif

@@ -615,12 +615,9 @@ Test(auth, configured_admin_password_lifts_the_rule) {
  * argon2 check of KYLIN against ADMIN's hash: none is verified. */
 Test(auth, no_default_password_answers_without_verifying) {
     ql_auth_user_t users[] = {{"ADMIN", E.argon, QL_AUTH_ROLE_ADMIN}};
-    ql_auth_config_t cfg;
-    ql_auth_config_default(&cfg);
+    ql_auth_config_t cfg = base_config();
     cfg.users = users;
     cfg.n_users = 1;
-    cfg.verify = counting_verify;
-    cfg.verify_arg = &E;
     cfg.no_default_password = true;
     start(&cfg);
     cr_assert_not(ql_auth_uses_default_password(E.auth));

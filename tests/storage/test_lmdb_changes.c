@@ -14,6 +14,7 @@
 #include "storage/storage.h"
 #include "storage/store_int.h"
 
+#include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -31,12 +32,6 @@
 #include <unistd.h>
 
 #define DEADLINE_MS 10000
-
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static ql_store_t *open_store(const char *d) {
     ql_test_require_backend("lmdb");
@@ -82,13 +77,13 @@ static bool has(const heard_t *h, const ql_id_t *id) {
 /* Drains s until job was heard (NULL: until "anything"), polling its socket, within the
  * deadline. */
 static void wait_heard(ql_store_t *s, heard_t *h, const ql_id_t *job) {
-    int64_t deadline = mono_ms() + DEADLINE_MS;
+    int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
     for (;;) {
         int rc = ql_store_changes_drain(s, on_change, h);
         cr_assert_eq(rc, 0, "the change session broke: %s", ql_strerror(rc));
         if (job ? has(h, job) : h->anything > 0)
             return;
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - ql_test_mono_ms();
         cr_assert_gt(left, 0, "not heard within %d ms", DEADLINE_MS);
         struct pollfd p = {.fd = ql_store_changes_fd(s), .events = POLLIN};
         poll(&p, 1, (int)left);

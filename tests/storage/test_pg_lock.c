@@ -14,6 +14,7 @@
  */
 #include "storage/storage.h"
 
+#include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -32,12 +33,6 @@
 static char dir[256];
 static char log_text[8192];
 
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void pause_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
@@ -53,12 +48,7 @@ static void log_sink(void *arg, ql_log_level_t level, const char *line) {
 static ql_log_t test_log = {.level = QL_LOG_INFO, .sink = log_sink};
 
 static ql_store_t *open_store(void) {
-    ql_test_require_backend("pg");
-    if (!dir[0])
-        ql_test_tmpdir(dir, sizeof dir, "ql_pglock");
-    ql_store_t *s;
-    ql_test_store_open(dir, &s);
-    return s;
+    return ql_test_pg_store_open(dir, sizeof dir, "ql_pglock");
 }
 
 static ql_store_lock_t *open_lock(ql_store_t *s, const char *server, int64_t lease_ms) {
@@ -94,9 +84,9 @@ static uint64_t stored_epoch(ql_store_t *s) {
  * returns why. */
 static const char *wait_lost(ql_store_lock_t *l, int64_t deadline_ms) {
     static char why[512];
-    int64_t until = mono_ms() + deadline_ms;
+    int64_t until = ql_test_mono_ms() + deadline_ms;
     while (ql_store_lock_still_held(l, why, sizeof why)) {
-        cr_assert_lt(mono_ms(), until, "the holding never ended");
+        cr_assert_lt(ql_test_mono_ms(), until, "the holding never ended");
         ql_store_lock_renew(l);
         pause_ms(20);
     }
@@ -213,14 +203,15 @@ Test(pg_lock, a_killed_holder_frees_the_lock) {
     cr_assert_eq(kill(child, SIGKILL), 0);
     int st;
     cr_assert_eq(waitpid(child, &st, 0), child);
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     uint64_t epoch = 0;
     while (!try_lock(l, &epoch, NULL)) {
-        cr_assert_lt(mono_ms() - t0, DEADLINE_MS, "the dead process's lock was never freed");
+        cr_assert_lt(ql_test_mono_ms() - t0, DEADLINE_MS,
+                     "the dead process's lock was never freed");
         pause_ms(10);
     }
     fprintf(stderr, "pg_lock: the lock of a killed holder was free after %lld ms\n",
-            (long long)(mono_ms() - t0));
+            (long long)(ql_test_mono_ms() - t0));
     cr_assert_eq(epoch, held_epoch + 1);
     ql_store_lock_close(l);
     ql_store_close(s);
@@ -261,7 +252,7 @@ Test(pg_lock, a_stale_lease_is_ended_and_taken_over) {
     uint64_t e1, e2;
     cr_assert(try_lock(la, &e1, NULL));
     int held_by = ql_test_pg_lock_backend(dir);
-    for (int64_t until = mono_ms() + 2500; mono_ms() < until;) {
+    for (int64_t until = ql_test_mono_ms() + 2500; ql_test_mono_ms() < until;) {
         ql_store_lock_renew(la);
         cr_assert(ql_store_lock_still_held(la, NULL, 0));
         cr_assert_not(try_lock(lb, NULL, NULL), "a renewing holder was taken over");
@@ -269,15 +260,15 @@ Test(pg_lock, a_stale_lease_is_ended_and_taken_over) {
     }
     cr_assert_null(strstr(log_text, "ended the master"), "%s", log_text);
     /* a stops renewing. */
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     ql_store_holder_t h;
     while (!try_lock(lb, &e2, &h)) {
-        cr_assert_lt(mono_ms() - t0, DEADLINE_MS, "the stale holder was never taken over");
+        cr_assert_lt(ql_test_mono_ms() - t0, DEADLINE_MS, "the stale holder was never taken over");
         cr_assert(h.known);
         cr_assert_leq(h.lease_age_ms, 1000 + 1500, "a stale lease was left alone");
         pause_ms(20);
     }
-    cr_assert_geq(mono_ms() - t0, 900, "taken over before the lease was stale");
+    cr_assert_geq(ql_test_mono_ms() - t0, 900, "taken over before the lease was stale");
     cr_assert_eq(e2, e1 + 1);
     cr_assert_eq(stored_epoch(b), e2);
     cr_assert(strstr(log_text, "standby: ended the master's job engine lock session"), "%s",
@@ -312,9 +303,9 @@ Test(pg_lock, a_holder_whose_renewals_go_unanswered_steps_down) {
     stopped_backend = ql_test_pg_lock_backend(dir);
     ql_test_cleanup_add(continue_backend);
     cr_assert_eq(kill(stopped_backend, SIGSTOP), 0);
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     const char *why = wait_lost(la, DEADLINE_MS);
-    int64_t took = mono_ms() - t0;
+    int64_t took = ql_test_mono_ms() - t0;
     kill(stopped_backend, SIGCONT);
     stopped_backend = 0;
     cr_assert(strstr(why, "has not answered the lease renewal"), "%s", why);
@@ -362,9 +353,9 @@ Test(pg_lock, a_standby_that_may_not_end_the_holder_says_so) {
     ql_err_t err = {0};
     cr_assert_eq(ql_store_open(&o, &b, &err), 0, "%s", err.msg);
     ql_store_lock_t *lb = open_lock(b, "b", 1000);
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     while (!strstr(log_text, "cannot end its lock session")) {
-        cr_assert_lt(mono_ms() - t0, DEADLINE_MS, "no refusal logged: %s", log_text);
+        cr_assert_lt(ql_test_mono_ms() - t0, DEADLINE_MS, "no refusal logged: %s", log_text);
         cr_assert_not(try_lock(lb, NULL, NULL), "the holder was taken over");
         pause_ms(50);
     }
@@ -418,8 +409,8 @@ Test(pg_lock, a_transaction_pooling_proxy_is_refused) {
     cr_assert_not(got);
     cr_assert(strstr(err.msg, "moved from backend"), "%s", err.msg);
     /* Its session was closed, so its backend lets go (soon after: poll). */
-    for (int64_t until = mono_ms() + DEADLINE_MS; ql_test_pg_lock_backend(dir) != 0;) {
-        cr_assert_lt(mono_ms(), until, "the refused try left the lock taken");
+    for (int64_t until = ql_test_mono_ms() + DEADLINE_MS; ql_test_pg_lock_backend(dir) != 0;) {
+        cr_assert_lt(ql_test_mono_ms(), until, "the refused try left the lock taken");
         pause_ms(10);
     }
     ql_store_lock_close(l);
@@ -454,12 +445,12 @@ Test(pg_lock, a_write_left_idle_by_a_stopped_client_does_not_hold_up_the_raise) 
     uint64_t cur;
     cr_assert_eq(ql_fence_check(ta, e, &err), 0, "%s", err.msg); /* share-locks the row */
     /* a's client now does nothing, as if stopped. */
-    int64_t t0 = mono_ms();
+    int64_t t0 = ql_test_mono_ms();
     cr_assert_eq(ql_txn_begin(b, true, &t), 0);
     int rc = ql_fence_raise(t, &cur);
     cr_assert_eq(rc, 0, "the raise failed: %s", ql_strerror(rc));
     cr_assert_eq(ql_txn_commit(t), 0);
-    int64_t took = mono_ms() - t0;
+    int64_t took = ql_test_mono_ms() - t0;
     cr_assert_eq(cur, e + 1);
     cr_assert_geq(took, 200, "the raise did not wait for the idle transaction (%lld ms)",
                   (long long)took);

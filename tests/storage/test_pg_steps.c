@@ -10,6 +10,7 @@
  */
 #include "storage/storage.h"
 
+#include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -25,18 +26,7 @@
 static char dir[256];
 
 static ql_store_t *open_pg(void) {
-    ql_test_require_backend("pg");
-    if (!dir[0])
-        ql_test_tmpdir(dir, sizeof dir, "ql_pgsteps");
-    ql_store_t *s;
-    ql_test_store_open(dir, &s);
-    return s;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return ql_test_pg_store_open(dir, sizeof dir, "ql_pgsteps");
 }
 
 /* A job of n steps (seq 0, stride, 2 * stride, ...: a stride of 2 leaves gaps, so that a read
@@ -218,9 +208,9 @@ Test(pg_steps, the_steps_read_with_a_waiting_lock_are_those_committed_before_it_
              "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qilin/%s' AND "
              "wait_event_type = 'Lock'",
              o.pg_schema);
-    double deadline = now_s() + 20;
+    int64_t deadline = ql_test_mono_ms() + 20000;
     bool waited = false;
-    while (!(waited = ql_test_pg_scalar(waiting) > 0) && now_s() < deadline)
+    while (!(waited = ql_test_pg_scalar(waiting) > 0) && ql_test_mono_ms() < deadline)
         ;
     set_attempts(t, &j.id, 2, 9);
     cr_assert_eq(ql_txn_commit(t), 0);

@@ -10,6 +10,7 @@
  */
 #include "storage/storage.h"
 
+#include "tests/common/loop_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -27,18 +28,7 @@ static char dir[256];
 static const ql_step_spec_t steps[1] = {{.name = "build", .kind = "noop"}};
 
 static ql_store_t *open_pg(void) {
-    ql_test_require_backend("pg");
-    if (!dir[0])
-        ql_test_tmpdir(dir, sizeof dir, "ql_pg");
-    ql_store_t *s;
-    ql_test_store_open(dir, &s);
-    return s;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return ql_test_pg_store_open(dir, sizeof dir, "ql_pg");
 }
 
 Test(pg, a_password_never_reaches_a_message) {
@@ -240,9 +230,9 @@ Test(pg, a_fence_raise_waits_for_the_holders_transaction_then_fences_it) {
              "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qilin/%s' AND "
              "wait_event_type = 'Lock'",
              o.pg_schema);
-    double deadline = now_s() + 20;
+    int64_t deadline = ql_test_mono_ms() + 20000;
     while (ql_test_pg_scalar(waiting) == 0) {
-        if (now_s() > deadline) {
+        if (ql_test_mono_ms() > deadline) {
             atomic_store(&committing, true);
             ql_txn_abort(t);
             pthread_join(th, NULL);
