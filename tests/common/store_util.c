@@ -1,5 +1,6 @@
 #include "tests/common/store_util.h"
 #include "storage/store_int.h"
+#include "tests/common/loop_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -242,6 +243,22 @@ void ql_test_store_open(const char *dir, ql_store_t **store) {
     ql_err_t err = {0};
     int rc = ql_store_open(&o, store, &err);
     cr_assert_eq(rc, 0, "cannot open the test store (%s): %s", ql_test_store_backend(), err.msg);
+}
+
+bool ql_test_pg_await_lock_wait(const char *dir, int64_t ms) {
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    char waiting[256];
+    snprintf(waiting, sizeof waiting,
+             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qilin/%s' AND "
+             "wait_event_type = 'Lock'",
+             o.pg_schema);
+    for (int64_t deadline = ql_test_mono_ms() + ms;;) {
+        if (ql_test_pg_scalar(waiting) > 0)
+            return true;
+        if (ql_test_mono_ms() >= deadline)
+            return false;
+    }
 }
 
 ql_store_t *ql_test_pg_store_open(char *dir, size_t cap, const char *name) {

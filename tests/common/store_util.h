@@ -4,6 +4,9 @@
 
 #include "storage/storage.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 /* Creates project `project` and in it the daily model `model` (partition column D, format
  * yyyy-MM-dd), in one write transaction; *id gets the model's id. Makes no Criterion call, so a
  * forked child may use it: returns 0 or the failing code, with err saying why. */
@@ -61,6 +64,9 @@ void ql_test_store_share(const char *dir, const char *as);
 /* PostgreSQL only: runs sql on a session of its own on the tests' database and asserts that it
  * worked; out (cap bytes, may be NULL) gets the first value of the first row ("" for none). */
 void ql_test_pg_sql(const char *sql, char *out, size_t cap);
+/* PostgreSQL only: polls until a session of dir's store waits for a lock (pg_stat_activity,
+ * wait_event_type 'Lock'), for up to ms; whether one did. */
+bool ql_test_pg_await_lock_wait(const char *dir, int64_t ms);
 /* PostgreSQL only: the backend pid of the session that holds the job engine lock of dir's store
  * (ql_store_lock_open, storage/ql_store.h), 0 when nobody holds it. */
 int ql_test_pg_lock_backend(const char *dir);

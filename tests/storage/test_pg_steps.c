@@ -201,17 +201,7 @@ Test(pg_steps, the_steps_read_with_a_waiting_lock_are_those_committed_before_it_
     locker_t l = {.store = b, .job = j.id};
     pthread_t th;
     pthread_create(&th, NULL, lock_and_read, &l);
-    ql_store_opts_t o;
-    ql_test_store_opts(dir, &o);
-    char waiting[256];
-    snprintf(waiting, sizeof waiting,
-             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qilin/%s' AND "
-             "wait_event_type = 'Lock'",
-             o.pg_schema);
-    int64_t deadline = ql_test_mono_ms() + 20000;
-    bool waited = false;
-    while (!(waited = ql_test_pg_scalar(waiting) > 0) && ql_test_mono_ms() < deadline)
-        ;
+    bool waited = ql_test_pg_await_lock_wait(dir, 20000);
     set_attempts(t, &j.id, 2, 9);
     cr_assert_eq(ql_txn_commit(t), 0);
     pthread_join(th, NULL);

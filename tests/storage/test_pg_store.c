@@ -223,21 +223,11 @@ Test(pg, a_fence_raise_waits_for_the_holders_transaction_then_fences_it) {
     pthread_t th;
     pthread_create(&th, NULL, raise_epoch, &r);
     /* The raise is blocked on the fence row: a session of this store waits for a lock. */
-    ql_store_opts_t o;
-    ql_test_store_opts(dir, &o);
-    char waiting[256];
-    snprintf(waiting, sizeof waiting,
-             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qilin/%s' AND "
-             "wait_event_type = 'Lock'",
-             o.pg_schema);
-    int64_t deadline = ql_test_mono_ms() + 20000;
-    while (ql_test_pg_scalar(waiting) == 0) {
-        if (ql_test_mono_ms() > deadline) {
-            atomic_store(&committing, true);
-            ql_txn_abort(t);
-            pthread_join(th, NULL);
-            cr_assert_fail("the raise never waited for the holder's transaction");
-        }
+    if (!ql_test_pg_await_lock_wait(dir, 20000)) {
+        atomic_store(&committing, true);
+        ql_txn_abort(t);
+        pthread_join(th, NULL);
+        cr_assert_fail("the raise never waited for the holder's transaction");
     }
     ql_project_t p = {0};
     strcpy(p.name, "under_token_1");
