@@ -15,6 +15,7 @@
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -216,14 +217,49 @@ Test(exec_watcher, an_unmarked_step_has_no_watcher, .fini = teardown) {
     cr_assert(alive(kids[1]), "the grandchild in a session of its own was killed");
 }
 
+/* Whether the step's watcher has exited. Orphans come back to this test (a subreaper), so once
+ * the step has ended its watcher is a child of ours; it is gone when no child is left but the
+ * server and the daemon. */
+static bool cond_watcher_gone(const void *arg) {
+    (void)arg;
+    reap();
+    DIR *d = opendir("/proc");
+    cr_assert_not_null(d);
+    bool other = false;
+    struct dirent *e;
+    while (!other && (e = readdir(d))) {
+        long pid = strtol(e->d_name, NULL, 10);
+        if (pid <= 0 || pid == server || pid == kids[1])
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *rp = strrchr(buf, ')');
+        long ppid = 0;
+        char state = 0;
+        if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long)getpid() &&
+            state != 'Z')
+            other = true;
+    }
+    closedir(d);
+    return !other;
+}
+
 /* A step that ends on its own keeps the daemon it started (its watcher exits with it), even
- * when its server dies afterwards. */
+ * when its server dies afterwards: after the watcher has seen the step's end (one that wakes to
+ * a dead server takes the server to have died first, docs/step-processes.md). */
 Test(exec_watcher, a_step_that_ended_keeps_its_daemon_when_the_server_dies_later,
      .fini = teardown) {
     start_server("setsid sleep 600 & b=$!; echo \"$b $b\" > \"$1.tmp\" && mv \"$1.tmp\" \"$1\"",
                  true);
     wait_for(cond_pids_written, "the step never started its daemon");
     wait_for(cond_ended, "the step did not end on its own");
+    wait_for(cond_watcher_gone, "the step's watcher did not exit after the step's end");
     cr_assert_eq(kill(server, SIGKILL), 0);
     waitpid(server, NULL, 0);
     server = 0;
