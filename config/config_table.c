@@ -397,6 +397,14 @@ static const ql_config_option_t options[] = {
      .max = 64,
      .doc = "PostgreSQL connections the server keeps for its transactions (read transactions "
             "run on the loop and in the thread pool)."},
+    {.key = "qilin.storage.pg.writers",
+     .type = QL_CONFIG_INT,
+     .def = "2",
+     .min = 1,
+     .max = 16,
+     .doc = "Write transactions the server runs on PostgreSQL at once, each batch on a session of "
+            "its own; changes of one model still commit in the order they were made "
+            "(docs/postgresql.md, Writer lanes). Keep it below pool-size."},
     {.key = "qilin.storage.pg.lock-timeout-ms",
      .type = QL_CONFIG_MS,
      .def = "2000",

@@ -155,14 +155,30 @@ static void flush_cb(ql_timer_t *t, void *arg) {
     ql_writer_flush(((ql_sched_t *)arg)->opts.writer);
 }
 
-/* A manual writer commits only when flushed: the scheduler flushes what it queued at the next
- * turn of its clock (a zero-delay timer), so its mutations commit in the order the clock runs
- * its timers, which on a virtual clock is the same on every run. */
-int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done) {
-    int rc = ql_writer_submit(s->opts.writer, fn, arg, done);
+/* Every write of a job takes its model's lock (docs/postgresql.md), so the model orders them;
+ * a job without a model is ordered by its own id. */
+uint64_t ql_sched_job_key(const ql_job_t *job) {
+    return ql_writer_key(ql_id_is_zero(&job->model) ? &job->id : &job->model);
+}
+
+/* Queues fn with keys[0..n_keys) (none: every key). A manual writer commits only when flushed:
+ * the scheduler flushes what it queued at the next turn of its clock (a zero-delay timer), so
+ * its mutations commit in the order the clock runs its timers, which on a virtual clock is the
+ * same on every run. */
+static int submit_keyed(ql_sched_t *s, const uint64_t *keys, size_t n_keys, ql_write_fn fn,
+                        void *arg, ql_write_done_cb done) {
+    int rc = ql_writer_submit_keyed(s->opts.writer, keys, n_keys, fn, arg, done);
     if (rc == 0 && ql_writer_is_manual(s->opts.writer) && !s->flush_timer.armed)
         ql_timer_start(&s->flush_timer, 0, flush_cb, s);
     return rc;
+}
+
+int ql_sched_submit(ql_sched_t *s, ql_write_fn fn, void *arg, ql_write_done_cb done) {
+    return submit_keyed(s, NULL, 0, fn, arg, done);
+}
+
+int ql_sched_submit_run(run_t *r, ql_write_fn fn, ql_write_done_cb done) {
+    return submit_keyed(r->s, &r->wkey, r->wkey ? 1 : 0, fn, r, done);
 }
 
 void ql_sched_log_job(ql_sched_t *s, ql_log_level_t lvl, const run_t *r, const char *fmt, ...) {
@@ -220,6 +236,41 @@ bool ql_sched_fenced_out(run_t *r, int status, const ql_err_t *err) {
 
 /* ---- batches: several runs' mutations in one ---- */
 
+/* Queues the batch e[0..n) as one mutation, fn(arg), with the batch's write keys: its runs'
+ * and, when it picks, those of the runs whose end is in flight. A pick may take the slot of a
+ * job whose end was queued before it, and must not commit before that end
+ * (ql_sched_flush_finishing): sharing the end's key keeps it behind on any lane (ql_writer.h,
+ * Lanes). Ends in the other parts of a batch being split (in_split) are left out: the split
+ * pairs each of their picks with an end of its own part (sched_lanes.c). A run whose key is not
+ * known gives the batch every key. */
+static int submit_batch_keyed(ql_sched_t *s, const batch_ent_t *e, size_t n, ql_write_fn fn,
+                              void *arg, ql_write_done_cb done) {
+    bool picks = false, all = false;
+    for (size_t i = 0; i < n; i++) {
+        picks |= e[i].fn == ql_sched_pick_fn;
+        all |= !e[i].r->wkey;
+    }
+    size_t cap = n + (picks ? s->n_ending : 0), k = 0;
+    uint64_t one[1], *keys = all ? NULL : cap <= 1 ? one : malloc(cap * sizeof *keys);
+    if (keys) {
+        for (size_t i = 0; i < n; i++)
+            keys[k++] = e[i].r->wkey;
+        for (const run_t *r = s->runs; picks && r; r = r->next) {
+            if (!r->ending || r->in_split)
+                continue;
+            if (!r->wkey || k == cap) {
+                all = true; /* every key: the safe answer */
+                break;
+            }
+            keys[k++] = r->wkey;
+        }
+    }
+    int rc = submit_keyed(s, keys, all || !keys ? 0 : k, fn, arg, done);
+    if (keys != one)
+        free(keys);
+    return rc;
+}
+
 /*
  * The writer gives every mutation a nested transaction of its own, and a nested transaction
  * copies each page it touches: the index pages every pick and every step end share (job states,
@@ -255,7 +306,7 @@ static void batch_done(void *arg, int status, const ql_err_t *err) {
             e->done(e->r, status, err);
             continue;
         }
-        int rc = ql_sched_submit(b->s, e->fn, e->r, e->done);
+        int rc = submit_batch_keyed(b->s, e, 1, e->fn, e->r, e->done);
         if (rc) {
             ql_err_t x = {0};
             ql_err_set(&x, rc, "cannot queue the change: %s", ql_strerror(rc));
@@ -269,21 +320,20 @@ static void batch_done(void *arg, int status, const ql_err_t *err) {
  * then runs once, in order. On failure nothing was queued. */
 int ql_sched_submit_batch(ql_sched_t *s, const batch_ent_t *e, size_t n) {
     if (n == 1)
-        return ql_sched_submit(s, e[0].fn, e[0].r, e[0].done);
+        return submit_batch_keyed(s, e, 1, e[0].fn, e[0].r, e[0].done);
     batch_t *b = malloc(sizeof *b + n * sizeof *e);
     if (!b)
         return UV_ENOMEM;
     b->s = s;
     b->n = n;
     memcpy(b->e, e, n * sizeof *e);
-    int rc = ql_sched_submit(s, batch_fn, b, batch_done);
+    int rc = submit_batch_keyed(s, e, n, batch_fn, b, batch_done);
     if (rc)
         free(b);
     return rc;
 }
 
-/* Submits e[0..n) together (see above); when that fails, drops the runs. */
-void ql_sched_submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
+void ql_sched_submit_one_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n) {
     if (n && ql_sched_submit_batch(s, e, n))
         for (size_t i = 0; i < n; i++) {
             e[i].r->refs--;

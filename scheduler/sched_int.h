@@ -66,6 +66,10 @@ struct run {
      * mutation in flight, and the run no longer counts against the concurrency limits */
     bool ending;
     ql_job_t jobinfo; /* the job as picked, for step parameters */
+    /* the write key of its mutations (ql_writer.h, Lanes): its job's, from the fetch or the
+     * pick on (ql_sched_job_key); 0 while not known (then they have every key) */
+    uint64_t wkey;
+    bool in_split; /* in a batch being split across the writer's lanes (sched_lanes.c) */
     /* the fencing token its changes carry: the job engine lock's epoch (opts.fence), or with
      * job_locked the token of the job's own ZooKeeper lock (scheduler 2, sched_joblock.c),
      * claimed by the pick and checked against the job's record by every later change */
@@ -146,6 +150,12 @@ struct ql_sched {
     size_t n_kept, cap_kept;
 };
 
+/* The write key of a job's changes (ql_writer.h, Lanes). */
+uint64_t ql_sched_job_key(const ql_job_t *job);
+/* Queues r's mutation with r's write key (every key while r's is not known), flushing a manual
+ * writer at the next turn of the clock as ql_sched_submit does. */
+int ql_sched_submit_run(run_t *r, ql_write_fn fn, ql_write_done_cb done);
+
 /* One run's mutation in a batch (sched.c, "batches"): several runs' mutations in one. */
 typedef struct batch_ent {
     run_t *r;
@@ -177,7 +187,14 @@ bool ql_sched_fenced_out(run_t *r, int status, const ql_err_t *err);
 /* Queues the mutations e[0..n) as one (each done runs once, in order); on failure none is. */
 int ql_sched_submit_batch(ql_sched_t *s, const batch_ent_t *e, size_t n);
 /* ql_sched_submit_batch; when that fails, drops the runs. */
+void ql_sched_submit_one_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n);
+/* sched_lanes.c: submits e[0..n) (step ends first, then picks) as ql_sched_submit_one_or_drop
+ * does, split into a batch per lane of the writer when it has several. */
 void ql_sched_submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n);
+/* How that split deals e[0..n) out to n_parts parts (at most QL_WRITER_LANES_MAX): dest[i] gets
+ * entry i's part. Ends in turn; a pick to the first part with an end of an ending job it has not
+ * paired with a pick yet, else (a free slot, or one an earlier batch's end gives up) in turn. */
+void ql_sched_deal(const batch_ent_t *e, size_t n, size_t n_parts, size_t *dest);
 /* Puts r's job back to READY while the server stops (the step is stopped first if it runs). */
 void ql_sched_interrupt_run(run_t *r);
 /* Parks a run whose mutation answered while the server stops: it starts nothing. */

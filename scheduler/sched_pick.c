@@ -283,6 +283,7 @@ void ql_sched_pick_done(void *arg, int status, const ql_err_t *err) {
         break;
     default:
         s->stats.picked++;
+        r->wkey = ql_sched_job_key(&r->jobinfo);
         ql_sched_log_job(s, QL_LOG_INFO, r, "job READY -> PENDING -> RUNNING step=%02u attempt=%u",
                          r->seq, r->attempt);
         if (r->cancelled) {
@@ -327,6 +328,7 @@ typedef struct {
      * holds room of them and every job that has a run or a grace */
     ql_pick_cand_t *cands;
     ql_pick_decision_t *plan;
+    uint64_t *keys; /* the write keys of each candidate's job (0: not read) */
     size_t n_cands, n_open, cap;
     /* every project the pass meets, and what the policy knows of each (parallel arrays) */
     proj_slot_t *slots;
@@ -404,6 +406,7 @@ static int plan_chunk(fetch_ctx_t *c) {
         run_t *r = ql_sched_run_new(s, &cand->id, c->slots[cand->project].name);
         if (!r)
             continue; /* out of memory: the job stays READY for a later pass */
+        r->wkey = c->keys[c->plan[i].cand];
         r->phase = RUN_PICKING;
         r->now = ql_clock_now_ms(s->opts.clock);
         c->proj[cand->project].running++;
@@ -424,6 +427,7 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
     fetch_ctx_t *c = arg;
     ql_pick_cand_t *cand = &c->cands[c->n_cands];
     *cand = (ql_pick_cand_t){.id = *id, .priority = priority, .create_time = create_time};
+    c->keys[c->n_cands] = 0;
     /* In flight, or its previous try is still being stopped, or held for the takeover grace:
      * the policy needs no project. */
     cand->has_run = ql_sched_find_run(c->s, id) != NULL;
@@ -435,6 +439,7 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
         if (ql_job_get(c->txn, id, 0, &job))
             return 0; /* not a candidate: a later pass sees it again */
         cand->project = project_slot(c, job.project);
+        c->keys[c->n_cands] = ql_sched_job_key(&job);
         const proj_slot_t *sl = cand->project < c->n_proj ? &c->slots[cand->project] : NULL;
         bool here =
             !c->s->opts.job_locks ||
@@ -472,7 +477,8 @@ void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
     c->cap = (size_t)room + s->n_runs + s->n_grace;
     c->cands = malloc(c->cap * sizeof *c->cands);
     c->plan = malloc(c->cap * sizeof *c->plan);
-    if (c->cands && c->plan && ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
+    c->keys = malloc(c->cap * sizeof *c->keys);
+    if (c->cands && c->plan && c->keys && ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
         int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
         if (rc)
             ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
@@ -486,6 +492,7 @@ void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
             ql_project_free(&c->slots[i].rec);
     free(c->slots);
     free(c->proj);
+    free(c->keys);
     free(c->plan);
     free(c->cands);
     free(c);

@@ -246,7 +246,7 @@ static void retry_timer_cb(ql_timer_t *t, void *arg) {
     r->end_fn = retry_fn;
     r->end_done = step_written;
     r->refs++;
-    if (ql_sched_submit(r->s, retry_fn, r, step_written)) {
+    if (ql_sched_submit_run(r, retry_fn, step_written)) {
         r->refs--;
         ql_sched_run_drop(r);
     }
@@ -396,7 +396,7 @@ void ql_sched_step_completed(run_t *r) {
      * reaped together) are written together: queued here, submitted by a zero-delay timer,
      * which runs after the callbacks already due (see ql_sched_submit_batch for why). */
     if (QL_ARRAY_RESERVE(s->finishing, s->cap_finishing, s->n_finishing + 1, 64)) {
-        if (ql_sched_submit(s, ql_sched_finish_fn, r, step_written)) {
+        if (ql_sched_submit_run(r, ql_sched_finish_fn, step_written)) {
             r->refs--;
             ql_sched_run_drop(r);
         }

@@ -448,7 +448,10 @@ int ql_submission_submit(ql_submission_t *s, const ql_submission_req_t *req,
         ql_model_free(&m);
     if (rc)
         return fail_early(op, rc, &err);
-    rc = ql_writer_submit(s->opts.writer, submit_all_fn, op, write_done);
+    /* Its writes take the model's lock: they are ordered by the model (ql_writer.h, Lanes). */
+    uint64_t key = ql_writer_key(&op->model);
+    rc = ql_writer_submit_keyed(s->opts.writer, &key, has_model ? 1 : 0, submit_all_fn, op,
+                                write_done);
     if (rc == QL_ESHUTDOWN)
         ql_err_set(&err, rc, "the server is shutting down");
     else if (rc)

@@ -568,11 +568,20 @@ static int start_writer(ql_node_t *n, ql_err_t *err) {
         int rc = node_wake_start(n->opts.loop, wake_cb, n, &n->wake);
         if (rc)
             return ql_err_set(err, rc, "cannot create the writer's wake-up: %s", ql_strerror(rc));
-        wo = (ql_writer_opts_t){.notify = notify_cb, .notify_arg = n};
+        /* Lanes take effect only on a store that runs write transactions at once (PostgreSQL). */
+        wo = (ql_writer_opts_t){
+            .notify = notify_cb,
+            .notify_arg = n,
+            .lanes = (unsigned)ql_config_get_int(n->cfg, "qilin.storage.pg.writers")};
     }
     int rc = ql_writer_new(n->store, &wo, &n->writer);
     if (rc)
         return ql_err_set(err, rc, "cannot start the writer: %s", ql_strerror(rc));
+    if (ql_writer_lanes(n->writer) > 1)
+        ql_log(n->opts.log, QL_LOG_INFO, "node",
+               "writer lanes=%zu: batches of different models commit side by side "
+               "(qilin.storage.pg.writers)",
+               ql_writer_lanes(n->writer));
     return 0;
 }
 

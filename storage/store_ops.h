@@ -23,6 +23,9 @@ typedef struct store_ops {
     const char *name; /* "lmdb", "postgresql": ql_store_stat_t.backend */
     /* Mutations per writer transaction at most (0: no limit of the backend's own). */
     size_t max_batch;
+    /* Write transactions of several sessions run at once: the writer may run lanes
+     * (ql_writer.h, Lanes). */
+    bool parallel_writes;
     /* Servers on other hosts may share the store: ql_store_spans_hosts. */
     bool spans_hosts;
     void (*close)(ql_store_t *s);

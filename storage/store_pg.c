@@ -736,6 +736,7 @@ const store_ops_t ql_pg_ops = {
      * a transaction "suboverflows" and every session's snapshots slow down. Each mutation is a
      * savepoint, so a batch stays below the cache with room to spare. */
     .max_batch = 48,
+    .parallel_writes = true,
     .spans_hosts = true,
     .close = pg_close,
     .maintain = pg_maintain,

@@ -3,6 +3,7 @@
  * keeps is: a mutation's answer is queued only after mdb_txn_commit() of its batch returned,
  * and LMDB's commit returns only after its fsync.
  */
+#include "base/ql_buf.h"
 #include "storage/ql_writer.h"
 #include "store_ops.h"
 
@@ -15,6 +16,7 @@
 typedef struct waiter waiter_t;
 
 typedef struct mutation {
+    bool passed; /* a lane took mutations queued after it: none may pass it again */
     ql_write_fn fn;
     void *arg;
     ql_write_done_cb done;
@@ -23,6 +25,8 @@ typedef struct mutation {
     int status;
     ql_err_t err;
     struct mutation *next;
+    size_t n_keys; /* its write keys (ql_writer.h, Lanes); none: every key */
+    uint64_t keys[];
 } mutation_t;
 
 struct waiter {
@@ -36,21 +40,37 @@ typedef struct {
     mutation_t *head, *tail;
 } mqueue_t;
 
+/* A set of write keys; `all` stands for every key. */
+typedef struct keyset {
+    uint64_t *k;
+    size_t n, cap;
+    bool all;
+} keyset_t;
+
+/* A lane: a thread applying one batch at a time (ql_writer.h, Lanes). Under the writer's lock. */
+typedef struct lane {
+    ql_writer_t *w;
+    pthread_t thread;
+    bool started;
+    keyset_t busy;           /* the keys of the batch it applies; empty while idle */
+    size_t n_applying;       /* mutations of that batch */
+    uint64_t applying_since; /* queued_ns of that batch's oldest mutation */
+} lane_t;
+
 struct ql_writer {
     ql_store_t *store;
     ql_writer_opts_t opts;
-    pthread_t thread;
-    bool thread_started;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     bool stopping;
-    mqueue_t queue; /* submitted, not yet applied */
+    mqueue_t queue; /* submitted, not yet applied: FIFO */
     mqueue_t done;  /* committed, not yet answered */
     ql_writer_stats_t stats;
+    size_t n_lanes; /* 1 in manual mode and on a store that runs one write transaction at once */
+    lane_t lanes[QL_WRITER_LANES_MAX];
+    keyset_t blocked; /* take_batch's: the keys of the mutations it passed over */
     /* health (under lock): see ql_writer_health */
     size_t n_queued;         /* mutations in queue */
-    size_t n_applying;       /* mutations of the batch being applied */
-    uint64_t applying_since; /* queued_ns of that batch's oldest mutation */
     uint64_t last_commit_ns; /* the last commit, or the writer's start before the first */
     int fail_code;           /* the store error writes fail with, 0 when they work */
     char fail_msg[512];      /* its message */
@@ -187,8 +207,8 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n, int tri
     return 0;
 }
 
-/* Runs one batch (a list): see run_mutations. */
-static void apply_batch(ql_writer_t *w, mutation_t *batch) {
+/* Runs one batch (a list) on lane: see run_mutations. */
+static void apply_batch(ql_writer_t *w, lane_t *lane, mutation_t *batch) {
     size_t n = 0, failed = 0;
     for (mutation_t *m = batch; m; m = m->next)
         n++;
@@ -214,7 +234,11 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
     uint64_t now = uv_hrtime();
 
     pthread_mutex_lock(&w->lock);
-    w->n_applying = 0;
+    lane->n_applying = 0;
+    lane->busy.n = 0;
+    lane->busy.all = false;
+    if (w->n_lanes > 1)
+        pthread_cond_broadcast(&w->wake); /* what waited for this batch's keys may go now */
     if (committed)
         w->last_commit_ns = now;
     /* Writes fail from the first store error on, until a batch commits with none: a batch that
@@ -268,34 +292,137 @@ static void apply_batch(ql_writer_t *w, mutation_t *batch) {
         w->opts.notify(w->opts.notify_arg);
 }
 
-/* Takes the next batch (under lock) and notes it as being applied. */
-static mutation_t *take_batch(ql_writer_t *w) {
-    mutation_t *batch = mq_take(&w->queue, w->opts.max_batch);
+static bool keyset_meets(const keyset_t *set, const mutation_t *m) {
+    if (set->all)
+        return true;
+    if (!m->n_keys)
+        return set->n > 0; /* every key */
+    for (size_t i = 0; i < m->n_keys; i++)
+        for (size_t j = 0; j < set->n; j++)
+            if (m->keys[i] == set->k[j])
+                return true;
+    return false;
+}
+
+/* Adds m's keys to set; without memory for them, set stands for every key (safe: it only
+ * holds back more). */
+static void keyset_add(keyset_t *set, const mutation_t *m) {
+    if (set->all)
+        return;
+    if (!m->n_keys || QL_ARRAY_RESERVE(set->k, set->cap, set->n + m->n_keys, 16)) {
+        set->all = true;
+        return;
+    }
+    memcpy(set->k + set->n, m->keys, m->n_keys * sizeof *m->keys);
+    set->n += m->n_keys;
+}
+
+static void keyset_free(keyset_t *set) {
+    free(set->k);
+    *set = (keyset_t){0};
+}
+
+/*
+ * Takes the next batch for lane (under lock) and notes it as being applied there: the queued
+ * mutations in order, up to max_batch, passing over each whose keys meet those of another
+ * lane's batch or of a mutation passed over before it, so that no mutation overtakes an earlier
+ * one it shares a key with (ql_writer.h, Lanes). A mutation is passed over once at most: the
+ * next take stops at it, so it waits for one batch, not for a stream of others. With one lane
+ * nothing is passed over: the queue's head.
+ */
+static mutation_t *take_batch(ql_writer_t *w, lane_t *lane) {
+    keyset_t *blocked = &w->blocked;
+    blocked->n = 0;
+    blocked->all = false;
+    for (size_t i = 0; i < w->n_lanes; i++) {
+        const keyset_t *b = &w->lanes[i].busy;
+        if (&w->lanes[i] == lane || (!b->n && !b->all))
+            continue;
+        if (b->all || QL_ARRAY_RESERVE(blocked->k, blocked->cap, blocked->n + b->n, 16)) {
+            blocked->all = true;
+            break;
+        }
+        memcpy(blocked->k + blocked->n, b->k, b->n * sizeof *b->k);
+        blocked->n += b->n;
+    }
+    /* Its share of the queue when other lanes are idle: they take the rest at once. */
+    size_t idle = 0;
+    for (size_t i = 0; i < w->n_lanes; i++)
+        idle += !w->lanes[i].busy.n && !w->lanes[i].busy.all;
+    size_t max = idle > 1 ? (w->n_queued + idle - 1) / idle : w->n_queued;
+    if (max > w->opts.max_batch)
+        max = w->opts.max_batch;
+    mutation_t *batch = NULL, **tail = &batch, **link = &w->queue.head, *kept = NULL;
+    mutation_t *passed = NULL; /* the last mutation left in the queue before one taken */
     size_t n = 0;
-    for (mutation_t *m = batch; m; m = m->next)
+    while (*link && n < max) {
+        mutation_t *m = *link;
+        if (keyset_meets(blocked, m)) {
+            if (m->passed)
+                break; /* its turn: nothing more passes it */
+            keyset_add(blocked, m);
+            if (blocked->all)
+                break;
+            kept = m;
+            link = &m->next;
+            continue;
+        }
+        passed = kept;
+        *link = m->next;
+        if (w->queue.tail == m)
+            w->queue.tail = kept;
+        m->next = NULL;
+        *tail = m;
+        tail = &m->next;
+        if (!n)
+            lane->applying_since = m->queued_ns; /* the first taken is the oldest */
+        keyset_add(&lane->busy, m);
         n++;
+    }
+    /* What this batch overtook (everything left in the queue up to `passed`) has been passed. */
+    for (mutation_t *m = passed ? w->queue.head : NULL; m; m = m == passed ? NULL : m->next)
+        m->passed = true;
     w->n_queued -= n;
-    w->n_applying = n;
-    if (batch)
-        w->applying_since = batch->queued_ns; /* the queue is FIFO: the oldest */
+    lane->n_applying = n;
     return batch;
 }
 
-static void *writer_main(void *arg) {
-    ql_writer_t *w = arg;
+static void *lane_main(void *arg) {
+    lane_t *lane = arg;
+    ql_writer_t *w = lane->w;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (!w->queue.head && !w->stopping)
-            pthread_cond_wait(&w->wake, &w->lock);
-        mutation_t *batch = take_batch(w);
-        if (!batch)
-            break; /* stopping and drained */
-        pthread_mutex_unlock(&w->lock);
-        apply_batch(w, batch);
-        pthread_mutex_lock(&w->lock);
+        mutation_t *batch = take_batch(w, lane);
+        if (batch) {
+            if (w->queue.head && w->n_lanes > 1)
+                pthread_cond_signal(&w->wake); /* another lane may take what is left */
+            pthread_mutex_unlock(&w->lock);
+            apply_batch(w, lane, batch);
+            pthread_mutex_lock(&w->lock);
+            continue;
+        }
+        if (w->stopping && !w->queue.head)
+            break; /* stopping and drained (what another lane still applies is its own) */
+        pthread_cond_wait(&w->wake, &w->lock);
     }
     pthread_mutex_unlock(&w->lock);
     return NULL;
+}
+
+static void stop_lanes(ql_writer_t *w) {
+    pthread_mutex_lock(&w->lock);
+    w->stopping = true;
+    pthread_cond_broadcast(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    for (size_t i = 0; i < w->n_lanes; i++)
+        if (w->lanes[i].started)
+            pthread_join(w->lanes[i].thread, NULL);
+}
+
+uint64_t ql_writer_key(const ql_id_t *id) {
+    uint64_t k;
+    memcpy(&k, id->b + 8, sizeof k); /* the random half of a UUID (v4 or v7) */
+    return k;
 }
 
 int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t **out) {
@@ -311,18 +438,26 @@ int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t *
     /* A backend's own cap (PostgreSQL: 48, its subtransaction cache, docs/postgresql.md). */
     if (store->ops->max_batch && w->opts.max_batch > store->ops->max_batch)
         w->opts.max_batch = store->ops->max_batch;
+    /* Lanes only where write transactions of several sessions run at once: on LMDB a second
+     * would wait for the first's commit at its begin. */
+    w->n_lanes = 1;
+    if (!w->opts.manual && store->ops->parallel_writes && w->opts.lanes > 1)
+        w->n_lanes = w->opts.lanes < QL_WRITER_LANES_MAX ? w->opts.lanes : QL_WRITER_LANES_MAX;
     w->last_commit_ns = uv_hrtime();
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
-    if (!w->opts.manual) {
-        int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    for (size_t i = 0; i < w->n_lanes; i++)
+        w->lanes[i].w = w;
+    for (size_t i = 0; i < w->n_lanes && !w->opts.manual; i++) {
+        int rc = pthread_create(&w->lanes[i].thread, NULL, lane_main, &w->lanes[i]);
         if (rc) {
+            stop_lanes(w);
             pthread_cond_destroy(&w->wake);
             pthread_mutex_destroy(&w->lock);
             free(w);
             return -rc;
         }
-        w->thread_started = true;
+        w->lanes[i].started = true;
     }
     *out = w;
     return 0;
@@ -331,15 +466,13 @@ int ql_writer_new(ql_store_t *store, const ql_writer_opts_t *opts, ql_writer_t *
 void ql_writer_free(ql_writer_t *w) {
     if (!w)
         return;
-    pthread_mutex_lock(&w->lock);
-    w->stopping = true;
-    pthread_cond_broadcast(&w->wake);
-    pthread_mutex_unlock(&w->lock);
-    if (w->thread_started)
-        pthread_join(w->thread, NULL);
-    else
+    stop_lanes(w);
+    if (w->opts.manual)
         ql_writer_flush(w);
     ql_writer_complete(w);
+    for (size_t i = 0; i < w->n_lanes; i++)
+        keyset_free(&w->lanes[i].busy);
+    keyset_free(&w->blocked);
     pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
     free(w);
@@ -360,9 +493,17 @@ static int enqueue(ql_writer_t *w, mutation_t *m) {
 }
 
 int ql_writer_submit(ql_writer_t *w, ql_write_fn fn, void *arg, ql_write_done_cb done) {
-    mutation_t *m = calloc(1, sizeof *m);
+    return ql_writer_submit_keyed(w, NULL, 0, fn, arg, done);
+}
+
+int ql_writer_submit_keyed(ql_writer_t *w, const uint64_t *keys, size_t n_keys, ql_write_fn fn,
+                           void *arg, ql_write_done_cb done) {
+    mutation_t *m = calloc(1, sizeof *m + n_keys * sizeof *keys);
     if (!m)
         return UV_ENOMEM;
+    if (n_keys)
+        memcpy(m->keys, keys, n_keys * sizeof *keys);
+    m->n_keys = n_keys;
     m->fn = fn;
     m->arg = arg;
     m->done = done;
@@ -426,13 +567,13 @@ size_t ql_writer_flush(ql_writer_t *w) {
     size_t applied = 0;
     for (;;) {
         pthread_mutex_lock(&w->lock);
-        mutation_t *batch = take_batch(w);
+        mutation_t *batch = take_batch(w, &w->lanes[0]);
         pthread_mutex_unlock(&w->lock);
         if (!batch)
             break;
         for (mutation_t *m = batch; m; m = m->next)
             applied++;
-        apply_batch(w, batch);
+        apply_batch(w, &w->lanes[0], batch);
         ql_writer_complete(w);
     }
     return applied;
@@ -465,11 +606,16 @@ void ql_writer_health(ql_writer_t *w, ql_writer_health_t *out) {
     uint64_t now = uv_hrtime();
     out->commits = w->stats.batches;
     out->since_commit_ms = age_ms(now, w->last_commit_ns);
-    out->pending = w->n_queued + w->n_applying;
-    if (w->n_applying)
-        out->oldest_pending_ms = age_ms(now, w->applying_since);
-    else if (w->queue.head)
-        out->oldest_pending_ms = age_ms(now, w->queue.head->queued_ns);
+    out->pending = w->n_queued;
+    uint64_t oldest = w->queue.head ? w->queue.head->queued_ns : 0;
+    for (size_t i = 0; i < w->n_lanes; i++) {
+        const lane_t *l = &w->lanes[i];
+        out->pending += l->n_applying;
+        if (l->n_applying && (!oldest || l->applying_since < oldest))
+            oldest = l->applying_since;
+    }
+    if (oldest)
+        out->oldest_pending_ms = age_ms(now, oldest);
     out->error = w->fail_code;
     if (w->fail_code) {
         snprintf(out->error_msg, sizeof out->error_msg, "%s", w->fail_msg);
@@ -477,6 +623,10 @@ void ql_writer_health(ql_writer_t *w, ql_writer_health_t *out) {
         out->failures = w->fail_count;
     }
     pthread_mutex_unlock(&w->lock);
+}
+
+size_t ql_writer_lanes(const ql_writer_t *w) {
+    return w->n_lanes;
 }
 
 ql_store_t *ql_writer_store(ql_writer_t *w) {

@@ -11,19 +11,35 @@
  * - Invariant: no caller is answered before the sync of the transaction that holds its change.
  *   Durability is never relaxed: one fsync serves the whole batch, which is where the speed of
  *   group commit comes from.
- * - Threads. Threaded mode: one writer thread applies batches; answers (done callbacks) run on
- *   the owner's thread when it calls ql_writer_complete(), which it does when told to by the
- *   notify hook (the node wakes its loop through an eventfd, server/node_wake.h; a wake-up may
- *   stand for several answers: complete() drains everything ready). Without a notify hook, done
- * callbacks run on the writer thread. Manual mode (simulator, deterministic tests): nothing runs
- * until the owner calls ql_writer_flush(), which applies and answers in the calling thread.
- * - A mutation function runs on the writer thread: it may read and write through the txn it is
- *   given, must not block, and must not touch the owner's state. Its arg is borrowed until its
- *   done callback has run.
+ * - Threads. Threaded mode: a writer thread applies batches (one per lane, below); answers
+ *   (done callbacks) run on the owner's thread when it calls ql_writer_complete(), which it
+ *   does when told to by the notify hook (the node wakes its loop through an eventfd,
+ *   server/node_wake.h; a wake-up may stand for several answers: complete() drains everything
+ *   ready). Without a notify hook, done callbacks run on the writer thread. Manual mode
+ *   (simulator, deterministic tests): nothing runs until the owner calls ql_writer_flush(),
+ *   which applies and answers in the calling thread.
+ * - A mutation function runs on a writer thread: it may read and write through the txn it is
+ *   given, must not block, and must not touch the owner's state, nor state another mutation
+ *   may touch (with lanes, mutations of different keys run at once). Its arg is borrowed until
+ *   its done callback has run.
  * - A full map: a mutation that does not fit fails alone with QL_EMAPFULL. When the ones that
  *   fit leave no room for the commit itself, they are run again in smaller transactions, so a
  *   mutation function may run more than once (each earlier run's changes discarded): it must
  *   derive its changes from the transaction and its arg only, and write its outputs anew.
+ * - Lanes (docs/postgresql.md, Writer lanes). On a store whose write transactions of several
+ *   sessions run at once (PostgreSQL), the writer may run several lanes, threads that each
+ *   apply a batch in a transaction of their own: the database's round trips and commits of one
+ *   batch overlap those of another. A mutation carries write keys (ql_writer_key of each model
+ *   it changes), and the lanes keep one rule: no two batches applied at once share a key, and
+ *   no mutation overtakes an earlier one it shares a key with. So mutations of one model commit
+ *   in the order they were queued and never wait for each other's locks across lanes;
+ *   mutations of different models may commit in either order. A mutation is overtaken by one
+ *   batch at most, so none waits for long. A mutation queued without keys (ql_writer_submit,
+ *   ql_writer_call) has every key: it runs alone, after everything queued before it and before
+ *   everything queued after it, as with one lane. Keys are a schedule, not a guarantee: the
+ *   store's own locks and constraints still decide every conflict, so a mutation that touches
+ *   a model its keys do not name is still correct (it may wait for a lock, or be retried after
+ *   a deadlock, as any write transaction may). Manual mode and LMDB have one lane.
  * - Health: the writer keeps when it last committed, how long its oldest uncommitted mutation
  *   has waited and, while writes fail with a store error (a full map or disk), which error and
  *   since when (ql_writer_health). It does not retry: a failed mutation is answered with its
@@ -54,7 +70,12 @@ typedef struct ql_writer_opts {
                                   thread */
     void *notify_arg;
     size_t max_batch; /* mutations per transaction at most; 0: 4096 (PostgreSQL: at most 48) */
+    /* threaded mode on a store whose write transactions run at once (PostgreSQL): how many
+     * lanes apply batches (see Lanes), at most QL_WRITER_LANES_MAX; 0 or 1: one */
+    unsigned lanes;
 } ql_writer_opts_t;
+
+#define QL_WRITER_LANES_MAX 16
 
 typedef struct ql_writer_stats {
     uint64_t batches;   /* committed write transactions */
@@ -72,6 +93,12 @@ void ql_writer_free(ql_writer_t *w);
 /* Queues a mutation. Thread-safe. Returns QL_ESHUTDOWN once the writer is stopping (then done
  * is never called). */
 int ql_writer_submit(ql_writer_t *w, ql_write_fn fn, void *arg, ql_write_done_cb done);
+/* Queues a mutation with write keys keys[0..n_keys) (see Lanes; copied; none: every key).
+ * Otherwise as ql_writer_submit. */
+int ql_writer_submit_keyed(ql_writer_t *w, const uint64_t *keys, size_t n_keys, ql_write_fn fn,
+                           void *arg, ql_write_done_cb done);
+/* The write key of a model (or of any record that orders the mutations touching it). */
+uint64_t ql_writer_key(const ql_id_t *id);
 /* Queues a mutation and waits for its answer; returns its status, err (may be NULL) gets the
  * message. Not from inside a done callback or mutation. Works in every mode (manual mode
  * flushes). */
@@ -88,6 +115,8 @@ bool ql_writer_pending(ql_writer_t *w);
 bool ql_writer_is_manual(const ql_writer_t *w);
 
 void ql_writer_get_stats(ql_writer_t *w, ql_writer_stats_t *out);
+/* How many lanes apply batches (1 unless opts.lanes asked for more on a store that can). */
+size_t ql_writer_lanes(const ql_writer_t *w);
 
 /* Whether code says the store could not take a write (a full map or disk, an I/O error, no
  * memory, a map grown past this process's), as opposed to a mutation refused by the rules
