@@ -402,7 +402,9 @@ static void submit_cycle(ql_dispatcher_t *d, const mentry_t *m, drec_t *r, int64
     p->op.fence = d->opts.fence;
     r->evaluated_at = now;
     d->pending++;
-    if (ql_writer_submit(d->opts.writer, ql_submit_fn, &p->op, submit_done)) {
+    /* Ordered by its model, as every build's submission is (ql_writer.h, Lanes). */
+    uint64_t key = ql_writer_key(&m->id);
+    if (ql_writer_submit_keyed(d->opts.writer, &key, 1, ql_submit_fn, &p->op, submit_done)) {
         d->pending--;
         free(p);
         r->state = QL_CYCLE_RETRYABLE_FAILURE;
