@@ -157,8 +157,12 @@ static void flush_cb(ql_timer_t *t, void *arg) {
 
 /* Every write of a job takes its model's lock (docs/postgresql.md), so the model orders them;
  * a job without a model is ordered by its own id. */
+uint64_t ql_sched_target_key(const ql_id_t *job, const ql_id_t *model) {
+    return ql_writer_key(model && !ql_id_is_zero(model) ? model : job);
+}
+
 uint64_t ql_sched_job_key(const ql_job_t *job) {
-    return ql_writer_key(ql_id_is_zero(&job->model) ? &job->id : &job->model);
+    return ql_sched_target_key(&job->id, &job->model);
 }
 
 /* Queues fn with keys[0..n_keys) (none: every key). A manual writer commits only when flushed:

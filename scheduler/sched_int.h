@@ -150,8 +150,10 @@ struct ql_sched {
     size_t n_kept, cap_kept;
 };
 
-/* The write key of a job's changes (ql_writer.h, Lanes). */
+/* The write key of a job's changes (ql_writer.h, Lanes), from the job or from its id and model
+ * (NULL or zero: none). */
 uint64_t ql_sched_job_key(const ql_job_t *job);
+uint64_t ql_sched_target_key(const ql_id_t *job, const ql_id_t *model);
 /* Queues r's mutation with r's write key (every key while r's is not known), flushing a manual
  * writer at the next turn of the clock as ql_sched_submit does. */
 int ql_sched_submit_run(run_t *r, ql_write_fn fn, ql_write_done_cb done);

@@ -423,7 +423,31 @@ static int plan_chunk(fetch_ctx_t *c) {
     return c->room = ql_pick_room(&lim);
 }
 
-static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+/* A candidate's project and write key from the walk, when it gave them and nothing more is
+ * needed (scheduler 2 reads the job for its assignment); else from the job. Whether it is a
+ * candidate here. */
+static bool candidate_target(fetch_ctx_t *c, const ql_id_t *id, const char *project,
+                             const ql_id_t *model) {
+    ql_pick_cand_t *cand = &c->cands[c->n_cands];
+    if (project && !c->s->opts.job_locks) {
+        cand->project = project_slot(c, project);
+        c->keys[c->n_cands] = ql_sched_target_key(id, model);
+        return true;
+    }
+    ql_job_t job;
+    if (ql_job_get(c->txn, id, 0, &job))
+        return false; /* not a candidate: a later pass sees it again */
+    cand->project = project_slot(c, job.project);
+    c->keys[c->n_cands] = ql_sched_job_key(&job);
+    const proj_slot_t *sl = cand->project < c->n_proj ? &c->slots[cand->project] : NULL;
+    bool here = !c->s->opts.job_locks ||
+                ql_sched_assigned_here(c->s, c->txn, &job, sl && sl->have_rec ? &sl->rec : NULL);
+    ql_job_free(&job);
+    return here; /* not: assigned to other servers */
+}
+
+static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, const char *project,
+                    const ql_id_t *model, void *arg) {
     fetch_ctx_t *c = arg;
     ql_pick_cand_t *cand = &c->cands[c->n_cands];
     *cand = (ql_pick_cand_t){.id = *id, .priority = priority, .create_time = create_time};
@@ -435,18 +459,8 @@ static int fetch_cb(const ql_id_t *id, int priority, int64_t create_time, void *
     if (!cand->has_run && !cand->in_grace && ql_sched_locked_elsewhere(c->s, id))
         return 0; /* another server's (scheduler 2): it runs it, or keeps it for a takeover */
     if (!cand->has_run && !cand->in_grace) {
-        ql_job_t job;
-        if (ql_job_get(c->txn, id, 0, &job))
-            return 0; /* not a candidate: a later pass sees it again */
-        cand->project = project_slot(c, job.project);
-        c->keys[c->n_cands] = ql_sched_job_key(&job);
-        const proj_slot_t *sl = cand->project < c->n_proj ? &c->slots[cand->project] : NULL;
-        bool here =
-            !c->s->opts.job_locks ||
-            ql_sched_assigned_here(c->s, c->txn, &job, sl && sl->have_rec ? &sl->rec : NULL);
-        ql_job_free(&job);
-        if (!here)
-            return 0; /* assigned to other servers: not a candidate here */
+        if (!candidate_target(c, id, project, model))
+            return 0;
         c->n_open++;
     }
     c->n_cands++;
@@ -479,7 +493,7 @@ void ql_sched_fetch_into(ql_sched_t *s, batch_ent_t *ents, size_t *n) {
     c->plan = malloc(c->cap * sizeof *c->plan);
     c->keys = malloc(c->cap * sizeof *c->keys);
     if (c->cands && c->plan && c->keys && ql_txn_begin(s->opts.store, false, &c->txn) == 0) {
-        int rc = ql_job_foreach_state_ref(c->txn, QL_READY, fetch_cb, c);
+        int rc = ql_job_foreach_state_target(c->txn, QL_READY, fetch_cb, c);
         if (rc)
             ql_log(s->opts.log, QL_LOG_ERROR, "scheduler", "fetch failed: %s", ql_strerror(rc));
         if (c->n_cands)

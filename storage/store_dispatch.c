@@ -428,6 +428,24 @@ int ql_job_foreach_state_ref(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb 
     return t->ops->job_foreach_state_ref(t, state, cb, arg);
 }
 
+typedef struct {
+    ql_job_state_target_cb cb;
+    void *arg;
+} target_walk_t;
+
+static int target_without(const ql_id_t *id, int priority, int64_t create_time, void *arg) {
+    const target_walk_t *w = arg;
+    return w->cb(id, priority, create_time, NULL, NULL, w->arg);
+}
+
+int ql_job_foreach_state_target(ql_txn_t *t, ql_state_t state, ql_job_state_target_cb cb,
+                                void *arg) {
+    if (t->ops->job_foreach_state_target)
+        return t->ops->job_foreach_state_target(t, state, cb, arg);
+    target_walk_t w = {cb, arg};
+    return t->ops->job_foreach_state_ref(t, state, target_without, &w);
+}
+
 int ql_job_foreach_model(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg) {
     return t->ops->job_foreach_model(t, model, cb, arg);
 }

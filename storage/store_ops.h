@@ -103,6 +103,9 @@ typedef struct store_ops {
     int (*job_delete)(ql_txn_t *t, const ql_id_t *id);
     int (*job_foreach_state)(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
     int (*job_foreach_state_ref)(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+    /* NULL: ql_job_foreach_state_target walks job_foreach_state_ref without project and model. */
+    int (*job_foreach_state_target)(ql_txn_t *t, ql_state_t state, ql_job_state_target_cb cb,
+                                    void *arg);
     int (*job_foreach_model)(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);
     int (*job_foreach_live)(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
     int (*job_foreach_live_overlapping)(ql_txn_t *t, const ql_id_t *model, int64_t start,

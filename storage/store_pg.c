@@ -164,8 +164,8 @@ static const char *const walk_sql[W_COUNT] = {
                       "end_ms) && int8range($2::int8, $3::int8) ORDER BY start_ms, end_ms, id",
     [W_JOB_STATE] = "SELECT rec FROM jobs WHERE state = $1::int2 ORDER BY priority, create_time, "
                     "id",
-    [W_JOB_STATE_REF] = "SELECT id, priority, create_time FROM jobs WHERE state = $1::int2 "
-                        "ORDER BY priority, create_time, id",
+    [W_JOB_STATE_REF] = "SELECT id, priority, create_time, project, model FROM jobs WHERE state = "
+                        "$1::int2 ORDER BY priority, create_time, id",
     [W_JOB_MODEL] = "SELECT rec FROM jobs WHERE model = $1::uuid ORDER BY create_time, id",
     [W_JOB_LIVE] = "SELECT id, state, has_range, range_start, range_end FROM jobs WHERE model = "
                    "$1::uuid AND " LIVE " ORDER BY CASE WHEN has_range THEN range_start ELSE "
@@ -787,6 +787,7 @@ const store_ops_t ql_pg_ops = {
     .model_delete = pg_model_delete,
     .job_foreach_state = pg_job_foreach_state,
     .job_foreach_state_ref = pg_job_foreach_state_ref,
+    .job_foreach_state_target = pg_job_foreach_state_target,
     .job_foreach_model = pg_job_foreach_model,
     .job_foreach_live = pg_job_foreach_live,
     .job_foreach_live_overlapping = pg_job_foreach_live_overlapping,

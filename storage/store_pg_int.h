@@ -401,6 +401,8 @@ int pg_job_put(ql_txn_t *t, const ql_job_t *j);
 int pg_job_delete(ql_txn_t *t, const ql_id_t *id);
 int pg_job_foreach_state(ql_txn_t *t, ql_state_t state, ql_job_cb cb, void *arg);
 int pg_job_foreach_state_ref(ql_txn_t *t, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+int pg_job_foreach_state_target(ql_txn_t *t, ql_state_t state, ql_job_state_target_cb cb,
+                                void *arg);
 int pg_job_foreach_model(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *arg);
 int pg_job_foreach_live(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
 int pg_job_foreach_live_overlapping(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,

@@ -704,6 +704,27 @@ int pg_job_foreach_state_ref(ql_txn_t *bt, ql_state_t state, ql_job_state_ref_cb
     return pg_walk(pgt(bt), W_JOB_STATE_REF, &p, state_ref_row, &w);
 }
 
+/* The ref walk's query has the project and model columns too: one prepared walk serves both. */
+static int state_target_row(PGresult *r, int row, void *arg) {
+    walk_ctx_t *w = arg;
+    ql_id_t id, model;
+    pg_get_uuid(r, row, 0, &id);
+    bool has_model = !PQgetisnull(r, row, 4);
+    if (has_model)
+        pg_get_uuid(r, row, 4, &model);
+    return ((ql_job_state_target_cb)w->cb)(&id, pg_get_i16(r, row, 1), pg_get_i64(r, row, 2),
+                                           PQgetvalue(r, row, 3), has_model ? &model : NULL,
+                                           w->arg);
+}
+
+int pg_job_foreach_state_target(ql_txn_t *bt, ql_state_t state, ql_job_state_target_cb cb,
+                                void *arg) {
+    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_i16(&p, (int16_t)state);
+    return pg_walk(pgt(bt), W_JOB_STATE_REF, &p, state_target_row, &w);
+}
+
 int pg_job_foreach_model(ql_txn_t *bt, const ql_id_t *model, ql_job_cb cb, void *arg) {
     walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};

@@ -415,6 +415,66 @@ static int job_cb(const ql_job_t *j, void *arg) {
     return 0;
 }
 
+typedef struct {
+    ql_id_t ids[16];
+    char projects[16][QL_NAME_MAX + 1];
+    ql_id_t models[16];
+    bool given[16], has_model[16];
+    int n;
+} targets_t;
+
+static int target_cb(const ql_id_t *id, int prio, int64_t ctime, const char *project,
+                     const ql_id_t *model, void *arg) {
+    (void)prio;
+    (void)ctime;
+    targets_t *r = arg;
+    r->ids[r->n] = *id;
+    r->given[r->n] = project != NULL;
+    if (project)
+        snprintf(r->projects[r->n], sizeof r->projects[r->n], "%s", project);
+    r->has_model[r->n] = model != NULL;
+    if (model)
+        r->models[r->n] = *model;
+    r->n++;
+    return 0;
+}
+
+/* ql_job_foreach_state_target walks as the ref walk does; a project and model it gives are the
+ * job's (PostgreSQL gives them, LMDB does not; a job without a model has none). */
+Test(contract, the_state_walk_with_targets_gives_each_jobs_project_and_model) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    put_project(t, "q");
+    ql_job_t a = make_job("p", &m.id, QL_READY, 3, 30, 0, 100);
+    ql_job_t b = make_job("q", NULL, QL_READY, 1, 40, 0, 0);
+    ql_job_t c = make_job("p", &m.id, QL_RUNNING, 3, 10, 200, 300);
+    cr_assert_eq(ql_job_put(t, &a), 0);
+    cr_assert_eq(ql_job_put(t, &b), 0);
+    cr_assert_eq(ql_job_put(t, &c), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    t = rbegin();
+    targets_t r = {0};
+    cr_assert_eq(ql_job_foreach_state_target(t, QL_READY, target_cb, &r), 0);
+    ql_txn_abort(t);
+    cr_assert_eq(r.n, 2);
+    cr_assert(ql_id_eq(&r.ids[0], &b.id), "priority first, as the ref walk");
+    cr_assert(ql_id_eq(&r.ids[1], &a.id));
+    bool pg = strcmp(ql_test_store_backend(), "pg") == 0;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(r.given[i], pg, "PostgreSQL gives the columns, LMDB does not");
+    if (pg) {
+        cr_assert_str_eq(r.projects[0], "q");
+        cr_assert_not(r.has_model[0], "a job without a model has none");
+        cr_assert_str_eq(r.projects[1], "p");
+        cr_assert(r.has_model[1] && ql_id_eq(&r.models[1], &m.id));
+    }
+    ql_job_free(&a);
+    ql_job_free(&b);
+    ql_job_free(&c);
+    ql_model_free(&m);
+}
+
 Test(contract, job_indexes_orders_and_counts) {
     ql_model_t m = setup_model("p", "m");
     ql_txn_t *t = wbegin();

@@ -394,6 +394,14 @@ int ql_job_foreach_state(ql_txn_t *txn, ql_state_t state, ql_job_cb cb, void *ar
 /* The same order from the index alone: id, priority and create time, no record decoding. */
 typedef int (*ql_job_state_ref_cb)(const ql_id_t *id, int priority, int64_t create_time, void *arg);
 int ql_job_foreach_state_ref(ql_txn_t *txn, ql_state_t state, ql_job_state_ref_cb cb, void *arg);
+/* The same walk, with each job's project and model when the backend has them without reading
+ * the record (PostgreSQL: columns of the same query); otherwise project and model are NULL
+ * (LMDB: its index holds neither, and reading the record there is cheap). model is NULL too for
+ * a job without a model. */
+typedef int (*ql_job_state_target_cb)(const ql_id_t *id, int priority, int64_t create_time,
+                                      const char *project, const ql_id_t *model, void *arg);
+int ql_job_foreach_state_target(ql_txn_t *txn, ql_state_t state, ql_job_state_target_cb cb,
+                                void *arg);
 /* A model's jobs in creation order. */
 int ql_job_foreach_model(ql_txn_t *txn, const ql_id_t *model, ql_job_cb cb, void *arg);
 
