@@ -103,33 +103,39 @@ static const char *schema_of(const char *data_dir) {
     return NULL;
 }
 
-/* At every commit that wrote a job row: no more RUNNING jobs than LIMIT. */
-static void add_running_cap(const char *schema) {
+/* Runs fmt (with every %s the schema) on the tests' database. */
+static void schema_sql(const char *schema, const char *fmt) {
     char sql[1024];
-    snprintf(sql, sizeof sql,
-             "CREATE FUNCTION %s.qt_running_cap() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-             "IF (SELECT count(*) FROM %s.jobs WHERE state = %d) > %d THEN "
-             "RAISE EXCEPTION 'more RUNNING jobs than the limit'; END IF; RETURN NULL; END $$",
-             schema, schema, (int)QL_RUNNING, LIMIT);
+    size_t n = 0;
+    for (const char *f = fmt; *f && n + QL_NAME_MAX + 1 < sizeof sql; f++) {
+        if (f[0] == '%' && f[1] == 's') {
+            n += (size_t)snprintf(sql + n, sizeof sql - n, "%s", schema);
+            f++;
+        } else {
+            sql[n++] = *f;
+        }
+    }
+    sql[n] = '\0';
     ql_test_pg_sql(sql, NULL, 0);
-    snprintf(sql, sizeof sql,
-             "CREATE CONSTRAINT TRIGGER qt_running_cap AFTER INSERT OR UPDATE ON %s.jobs "
-             "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %s.qt_running_cap()",
-             schema, schema);
-    ql_test_pg_sql(sql, NULL, 0);
-    /* A job's end makes its segment READY: slowing that update by 10 ms makes a part of a split
-     * batch that ends jobs commit well after a part that only picks, as soon as the two run on
-     * two lanes, which is the order the split must make harmless. */
-    snprintf(sql, sizeof sql,
-             "CREATE FUNCTION %s.qt_slow_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-             "PERFORM pg_sleep(0.01); RETURN NEW; END $$",
-             schema);
-    ql_test_pg_sql(sql, NULL, 0);
-    snprintf(sql, sizeof sql,
-             "CREATE TRIGGER qt_slow_end BEFORE UPDATE ON %s.segments FOR EACH ROW EXECUTE "
-             "FUNCTION %s.qt_slow_end()",
-             schema, schema);
-    ql_test_pg_sql(sql, NULL, 0);
+}
+
+/* At every commit that wrote a job row: no more RUNNING jobs than LIMIT (2 is QL_RUNNING, 4 is
+ * LIMIT: asserted below). A job's end makes its segment READY: slowing that update by 10 ms makes
+ * a part of a split batch that ends jobs commit well after a part that only picks, as soon as
+ * the two run on two lanes, which is the order the split must make harmless. */
+static void add_running_cap(const char *schema) {
+    cr_assert_eq((int)QL_RUNNING, 2);
+    cr_assert_eq(LIMIT, 4);
+    schema_sql(schema, "CREATE FUNCTION %s.qt_running_cap() RETURNS trigger LANGUAGE plpgsql AS "
+                       "$$ BEGIN IF (SELECT count(*) FROM %s.jobs WHERE state = 2) > 4 THEN RAISE "
+                       "EXCEPTION 'more RUNNING jobs than the limit'; END IF; RETURN NULL; END $$");
+    schema_sql(schema, "CREATE CONSTRAINT TRIGGER qt_running_cap AFTER INSERT OR UPDATE ON %s.jobs "
+                       "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "
+                       "%s.qt_running_cap()");
+    schema_sql(schema, "CREATE FUNCTION %s.qt_slow_end() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                       "BEGIN PERFORM pg_sleep(0.01); RETURN NEW; END $$");
+    schema_sql(schema, "CREATE TRIGGER qt_slow_end BEFORE UPDATE ON %s.segments FOR EACH ROW "
+                       "EXECUTE FUNCTION %s.qt_slow_end()");
 }
 
 static ql_id_t create_model(int i) {

@@ -147,56 +147,53 @@ static const ql_id_t id_a = {{1, 0, 0, 0, 0, 0, 0, 0, 0xa1}},
                      id_b = {{2, 0, 0, 0, 0, 0, 0, 0, 0xb2}},
                      id_c = {{3, 0, 0, 0, 0, 0, 0, 0, 0xc3}};
 
+/* Queues mutation `first` (keys k0[0..n0), none: every key) holding its lane for up to wait_ms
+ * until the second starts, and once it runs, the second (k1[0..n1)); waits for both answers.
+ * Whether the second started while the first ran. */
+static bool ran_beside(ql_writer_t *w, int first, const uint64_t *k0, size_t n0, const uint64_t *k1,
+                       size_t n1, int64_t wait_ms) {
+    hold_t h0 = {.id = first, .until = &started[first + 1], .wait_ms = wait_ms},
+           h1 = {.id = first + 1};
+    cr_assert_eq(ql_writer_submit_keyed(w, k0, n0, hold_fn, &h0, hold_done), 0);
+    cr_assert(await_started(first, 30000));
+    cr_assert_eq(ql_writer_submit_keyed(w, k1, n1, hold_fn, &h1, hold_done), 0);
+    await_answer(&h0);
+    await_answer(&h1);
+    return h0.saw;
+}
+
 /* ---- tests ---- */
 
 Test(writer_lanes, mutations_of_different_keys_run_at_once) {
     ql_writer_t *w = lanes_writer(2);
     uint64_t ka = ql_writer_key(&id_a), kb = ql_writer_key(&id_b);
     cr_assert_neq(ka, kb);
-    /* 0 waits for 1 to start: with one lane at a time it would wait its whole 20 s out. */
-    hold_t h0 = {.id = 0, .until = &started[1], .wait_ms = 20000}, h1 = {.id = 1};
-    cr_assert_eq(ql_writer_submit_keyed(w, &ka, 1, hold_fn, &h0, hold_done), 0);
-    cr_assert(await_started(0, 30000));
-    cr_assert_eq(ql_writer_submit_keyed(w, &kb, 1, hold_fn, &h1, hold_done), 0);
-    await_answer(&h0);
-    await_answer(&h1);
-    cr_assert(h0.saw, "the second lane did not run the other key's mutation while the first ran");
+    /* The first waits for the second to start: with one lane at a time it would wait its whole
+     * 20 s out. */
+    cr_assert(ran_beside(w, 0, &ka, 1, &kb, 1, 20000),
+              "the second lane did not run the other key's mutation while the first ran");
     ql_writer_free(w);
 }
 
 Test(writer_lanes, mutations_of_one_key_never_run_at_once_and_keep_their_order) {
     ql_writer_t *w = lanes_writer(2);
     uint64_t ka = ql_writer_key(&id_a);
-    /* 0 holds for 300 ms: 1, of the same key, must not start meanwhile although a lane is free. */
-    hold_t h0 = {.id = 0, .until = &started[1], .wait_ms = 300}, h1 = {.id = 1};
-    cr_assert_eq(ql_writer_submit_keyed(w, &ka, 1, hold_fn, &h0, hold_done), 0);
-    cr_assert(await_started(0, 30000));
-    cr_assert_eq(ql_writer_submit_keyed(w, &ka, 1, hold_fn, &h1, hold_done), 0);
-    await_answer(&h0);
-    await_answer(&h1);
-    cr_assert_not(h0.saw, "a mutation of the same key ran while the first still ran");
+    /* The first holds for 300 ms: the second, of the same key, must not start meanwhile
+     * although a lane is free. */
+    cr_assert_not(ran_beside(w, 0, &ka, 1, &ka, 1, 300),
+                  "a mutation of the same key ran while the first still ran");
     ql_writer_free(w);
 }
 
 Test(writer_lanes, a_mutation_without_keys_runs_alone) {
     ql_writer_t *w = lanes_writer(2);
     uint64_t kb = ql_writer_key(&id_b);
-    /* 0 has every key: 1, queued after it with a key of its own, must wait for it. */
-    hold_t h0 = {.id = 0, .until = &started[1], .wait_ms = 300}, h1 = {.id = 1};
-    cr_assert_eq(ql_writer_submit(w, hold_fn, &h0, hold_done), 0);
-    cr_assert(await_started(0, 30000));
-    cr_assert_eq(ql_writer_submit_keyed(w, &kb, 1, hold_fn, &h1, hold_done), 0);
-    await_answer(&h0);
-    await_answer(&h1);
-    cr_assert_not(h0.saw, "a keyed mutation ran beside one without keys");
-    /* And the other way round: 2 (key b) runs; 3, without keys, waits for it. */
-    hold_t h2 = {.id = 2, .until = &started[3], .wait_ms = 300}, h3 = {.id = 3};
-    cr_assert_eq(ql_writer_submit_keyed(w, &kb, 1, hold_fn, &h2, hold_done), 0);
-    cr_assert(await_started(2, 30000));
-    cr_assert_eq(ql_writer_submit(w, hold_fn, &h3, hold_done), 0);
-    await_answer(&h2);
-    await_answer(&h3);
-    cr_assert_not(h2.saw, "a mutation without keys ran beside a keyed one");
+    /* The first has every key: the second, queued after it with a key of its own, waits. */
+    cr_assert_not(ran_beside(w, 0, NULL, 0, &kb, 1, 300),
+                  "a keyed mutation ran beside one without keys");
+    /* And the other way round: a keyed one runs; one without keys waits for it. */
+    cr_assert_not(ran_beside(w, 2, &kb, 1, NULL, 0, 300),
+                  "a mutation without keys ran beside a keyed one");
     ql_writer_free(w);
 }
 
