@@ -249,6 +249,8 @@ bool ql_sched_fenced_out(run_t *r, int status, const ql_err_t *err) {
  * known gives the batch every key. */
 static int submit_batch_keyed(ql_sched_t *s, const batch_ent_t *e, size_t n, ql_write_fn fn,
                               void *arg, ql_write_done_cb done) {
+    if (ql_writer_lanes(s->opts.writer) < 2)
+        return submit_keyed(s, NULL, 0, fn, arg, done); /* one lane: keys change nothing */
     bool picks = false, all = false;
     for (size_t i = 0; i < n; i++) {
         picks |= e[i].fn == ql_sched_pick_fn;

@@ -331,6 +331,17 @@ static void keyset_free(keyset_t *set) {
  * nothing is passed over: the queue's head.
  */
 static mutation_t *take_batch(ql_writer_t *w, lane_t *lane) {
+    if (w->n_lanes == 1) { /* the queue's head, without the keys' bookkeeping */
+        mutation_t *batch = mq_take(&w->queue, w->opts.max_batch);
+        size_t n = 0;
+        for (mutation_t *m = batch; m; m = m->next)
+            n++;
+        w->n_queued -= n;
+        lane->n_applying = n;
+        if (batch)
+            lane->applying_since = batch->queued_ns; /* the queue is FIFO: the oldest */
+        return batch;
+    }
     keyset_t *blocked = &w->blocked;
     blocked->n = 0;
     blocked->all = false;
