@@ -364,6 +364,10 @@ static inline void pg_get_uuid(PGresult *r, int row, int col, ql_id_t *out) {
 
 extern const store_ops_t ql_pg_ops;
 
+/* The SQL of each statement and walk (store_pg_sql.c). */
+extern const char *const pg_stmt_sql[S_COUNT];
+extern const char *const pg_walk_sql[W_COUNT];
+
 /* Record operations (store_pg_records.c) and fsck (store_pg_fsck.c). */
 int pg_meta_get_u64(ql_txn_t *t, const char *key, uint64_t *out);
 int pg_meta_put_u64(ql_txn_t *t, const char *key, uint64_t value);
