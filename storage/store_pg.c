@@ -95,8 +95,11 @@ static const bool walk_small[W_COUNT] = {
 static int walk_all(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg) {
     char name[16];
     snprintf(name, sizeof name, "w%d", (int)w);
-    pg_call_t call = {
-        .name = name, .prep_bit = S_COUNT + (unsigned)w, .sql = pg_walk_sql[w], .p = p, .format = 1};
+    pg_call_t call = {.name = name,
+                      .prep_bit = S_COUNT + (unsigned)w,
+                      .sql = pg_walk_sql[w],
+                      .p = p,
+                      .format = 1};
     PGresult *r;
     int rc = pg_run(t, &call, &r);
     if (rc)
