@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int64_t ql_test_mono_ms(void) {
@@ -34,6 +35,19 @@ void ql_test_drive_for(uv_loop_t *loop, int64_t ms) {
         uv_run(loop, UV_RUN_ONCE);
 }
 
+bool ql_test_proc_stat(long pid, char *state, long *ppid, long *pgrp) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && sscanf(p + 1, " %c %ld %ld", state, ppid, pgrp) == 3;
+}
+
 bool ql_test_group_gone(int pgid) {
     if (kill(-pgid, 0) == -1 && errno == ESRCH)
         return true;
@@ -43,21 +57,9 @@ bool ql_test_group_gone(int pgid) {
     bool alive = false;
     struct dirent *e;
     while (!alive && (e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        char path[300], buf[512];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+        long pid = strtol(e->d_name, NULL, 10), ppid, pgrp;
         char state;
-        int ppid, pgrp;
-        if (p && sscanf(p + 1, " %c %d %d", &state, &ppid, &pgrp) == 3 && pgrp == pgid &&
-            state != 'Z')
+        if (pid > 0 && ql_test_proc_stat(pid, &state, &ppid, &pgrp) && pgrp == pgid && state != 'Z')
             alive = true;
     }
     closedir(d);

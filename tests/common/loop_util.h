@@ -19,6 +19,8 @@ void ql_test_drive_for(uv_loop_t *loop, int64_t ms);
 
 /* True when no live (non-zombie) process is in process group pgid. */
 bool ql_test_group_gone(int pgid);
+/* Process pid's state, parent and process group from /proc/PID/stat; false when it is gone. */
+bool ql_test_proc_stat(long pid, char *state, long *ppid, long *pgrp);
 /* ql_test_group_gone for ql_test_drive_until: arg points to the int pgid. */
 bool ql_test_cond_group_gone(const void *arg);
 

@@ -228,22 +228,11 @@ static bool cond_watcher_gone(const void *arg) {
     bool other = false;
     struct dirent *e;
     while (!other && (e = readdir(d))) {
-        long pid = strtol(e->d_name, NULL, 10);
+        long pid = strtol(e->d_name, NULL, 10), ppid, pgrp;
+        char state;
         if (pid <= 0 || pid == server || pid == kids[1])
             continue;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *rp = strrchr(buf, ')');
-        long ppid = 0;
-        char state = 0;
-        if (rp && sscanf(rp + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long)getpid() &&
-            state != 'Z')
+        if (ql_test_proc_stat(pid, &state, &ppid, &pgrp) && ppid == (long)getpid() && state != 'Z')
             other = true;
     }
     closedir(d);
