@@ -44,13 +44,14 @@
 #define MAX_OFFSET (OFFSET(ROUNDS) + 2)
 _Static_assert(MAX_OFFSET <= DR_MAX_OFFSET, "the checks count days back up to DR_MAX_OFFSET");
 /* The kill comes a random delay after the round's first build is visible, at most max_delay
- * ms. The writer takes 48 builds per transaction, so the first commit leaves at least 52 of the
- * 100 for two more, which take 30 to 200 ms depending on the machine and its load: the bound
- * starts at MAX_DELAY_MS, shrinks by a quarter after a kill that came after the last commit and
- * grows by 10 ms after one that came before, so that most kills land in the submissions however
- * fast they go. */
+ * ms. The writer takes at most 48 builds per transaction, so the first commit leaves at least 52
+ * of the 100 for more, which take about 100 ms (slow_build_inserts) to 200 ms depending on the
+ * machine and its load: the bound starts at FIRST_DELAY_MS, halves after
+ * a kill that came after the last commit and grows by 2 ms (up to MAX_DELAY_MS) after one that
+ * came before, so that most kills land in the submissions however fast they go. */
+#define FIRST_DELAY_MS 20
 #define MAX_DELAY_MS 100
-#define MIN_DELAY_MS 10
+#define MIN_DELAY_MS 1
 
 static qd_t S[N];
 static char dir[256];
@@ -248,6 +249,22 @@ static int64_t wait_round_jobs(int r, long long n, int timeout_ms, qd_t *startin
     }
 }
 
+/* Each build's insert takes 2 ms longer (a trigger of the test's own on the schema). Without it
+ * the master's writer lanes commit a round's builds side by side within a few ms of the first,
+ * a window that the kill's moment, taken by polling, misses whenever the machine is busy; with
+ * it the rest of a round commits about 100 ms after the first build is visible. */
+static void slow_build_inserts(void) {
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE FUNCTION %s.qt_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+             "PERFORM pg_sleep(0.002); RETURN NEW; END $$; CREATE TRIGGER qt_slow_insert BEFORE "
+             "INSERT ON %s.jobs FOR EACH ROW EXECUTE FUNCTION %s.qt_slow_insert()",
+             schema, schema, schema);
+    PGresult *r = PQexec(pg, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
+    PQclear(r);
+}
+
 static void run_round(ql_store_t *store, int r, int *master, int64_t *max_delay) {
     round_t *o = &R[r];
     int64_t offset = OFFSET(r);
@@ -285,9 +302,9 @@ static void run_round(ql_store_t *store, int r, int *master, int64_t *max_delay)
     o->committed = round_jobs(o->day, o->kill_ms);
     *master = o->successor;
     if (o->committed == MODELS)
-        *max_delay = *max_delay * 3 / 4 > MIN_DELAY_MS ? *max_delay * 3 / 4 : MIN_DELAY_MS;
+        *max_delay = *max_delay / 2 > MIN_DELAY_MS ? *max_delay / 2 : MIN_DELAY_MS;
     else
-        *max_delay = *max_delay + 10 < MAX_DELAY_MS ? *max_delay + 10 : MAX_DELAY_MS;
+        *max_delay = *max_delay + 2 < MAX_DELAY_MS ? *max_delay + 2 : MAX_DELAY_MS;
     fprintf(stderr,
             "pg_dispatch_kill: round %d: day %lld: s%d (pid %ld) killed %lld ms after its first "
             "build: it had committed %lld of %d and logged %d; s%d took over in %lld ms\n",
@@ -349,12 +366,13 @@ Test(pg_dispatch_kill, sigkill_of_the_master_during_submissions_leaves_one_build
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
     create_models(store);
+    slow_build_inserts();
 
     unsigned seed =
         getenv("QL_CRASH_SEED") ? (unsigned)atoi(getenv("QL_CRASH_SEED")) : (unsigned)time(NULL);
     fprintf(stderr, "pg_dispatch_kill: QL_CRASH_SEED=%u\n", seed);
     srand(seed);
-    int64_t began = now_ms(), max_delay = MAX_DELAY_MS;
+    int64_t began = now_ms(), max_delay = FIRST_DELAY_MS;
     for (int r = 0; r < ROUNDS; r++)
         run_round(store, r, &master, &max_delay);
     int64_t took = now_ms() - began;
