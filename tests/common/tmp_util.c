@@ -54,19 +54,9 @@ static bool environ_has(long pid, const char *want) {
 /* Whether pid is alive and not a zombie (a killed child of ours stays a zombie until this
  * process exits; it holds no files then); *ppid gets its parent. */
 static bool alive(long pid, long *ppid) {
-    char path[64], stat[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return false;
-    size_t n = fread(stat, 1, sizeof stat - 1, f);
-    fclose(f);
-    stat[n] = '\0';
-    const char *p = strrchr(stat, ')'); /* the name in parentheses may hold anything */
     char state;
-    if (!p || sscanf(p + 1, " %c %ld", &state, ppid) != 2)
-        return false;
-    return state != 'Z' && state != 'X';
+    long pgrp;
+    return ql_test_proc_stat(pid, &state, ppid, &pgrp) && state != 'Z' && state != 'X';
 }
 
 /* Sends SIGKILL to every marked process and to every descendant of ours; returns how many are

@@ -87,9 +87,9 @@ typedef struct {
     int id;
     const bool *until; /* NULL: returns at once */
     int64_t wait_ms;
-    bool saw; /* whether `until` came while it waited */
-    atomic_int status;
-    atomic_bool answered;
+    bool saw;      /* whether `until` came while it waited */
+    int status;    /* under mu */
+    bool answered; /* under mu */
 } hold_t;
 
 static int hold_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
@@ -108,22 +108,19 @@ static int hold_fn(ql_txn_t *txn, void *arg, ql_err_t *err) {
 static void hold_done(void *arg, int status, const ql_err_t *err) {
     (void)err;
     hold_t *h = arg;
-    atomic_store(&h->status, status);
-    atomic_store(&h->answered, true);
     pthread_mutex_lock(&mu);
-    pthread_cond_broadcast(&cv);
+    h->status = status;
     pthread_mutex_unlock(&mu);
+    set_flag(&h->answered);
 }
 
 static void await_answer(hold_t *h) {
     pthread_mutex_lock(&mu);
-    struct timespec until = deadline_in(30000);
-    int rc = 0;
-    while (!atomic_load(&h->answered) && rc == 0)
-        rc = pthread_cond_timedwait(&cv, &mu, &until);
+    bool answered = wait_flag(&h->answered, 30000);
+    int status = h->status;
     pthread_mutex_unlock(&mu);
-    cr_assert(atomic_load(&h->answered), "mutation %d was not answered in 30 s", h->id);
-    cr_assert_eq(atomic_load(&h->status), 0, "mutation %d failed", h->id);
+    cr_assert(answered, "mutation %d was not answered in 30 s", h->id);
+    cr_assert_eq(status, 0, "mutation %d failed", h->id);
 }
 
 static bool await_started(int id, int64_t ms) {
