@@ -117,9 +117,21 @@ static void run_maybe_free(run_t *r) {
     ql_sched_check_stopped(s);
 }
 
+static void sched_release(ql_sched_t *s);
+
+/* A dropped run's timer has closed. The run held s until now (n_timer_closing): the stop waits
+ * for it, and ql_sched_free counts it among what s waits for before it is freed. */
 static void timer_closed_cb(ql_timer_t *t) {
     run_t *r = (run_t *)(void *)((char *)t - offsetof(run_t, timer));
+    ql_sched_t *s = r->s;
+    s->n_timer_closing--;
     r->refs--;
+    if (s->closing) { /* ql_sched_free has run */
+        if (r->refs == 0)
+            run_release(r);
+        sched_release(s);
+        return;
+    }
     run_maybe_free(r);
 }
 
@@ -132,6 +144,7 @@ void ql_sched_run_drop(run_t *r) {
     if (r->timer_init) {
         r->timer_init = false;
         r->refs++;
+        r->s->n_timer_closing++;
         /* The close callback frees the run: at once on the virtual clock, later on the real
          * one. Either way r must not be touched after this call. */
         ql_timer_close(&r->timer, timer_closed_cb);
@@ -402,7 +415,7 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
 
 void ql_sched_check_stopped(ql_sched_t *s) {
     /* An action in flight answers into s: the stop waits for it too. */
-    if (!s->stopping || s->n_runs || !s->stop_done || s->busy || s->actions)
+    if (!s->stopping || s->n_runs || s->n_timer_closing || !s->stop_done || s->busy || s->actions)
         return;
     ql_timer_stop(&s->grace_timer);
     ql_timer_stop(&s->poll_timer);
@@ -603,9 +616,10 @@ static void run_timer_freed(ql_timer_t *t) {
 void ql_sched_free(ql_sched_t *s) {
     if (!s)
         return;
-    /* Timers of the real clock close asynchronously: s is freed once its seven timers and the
-     * timers of the runs freed below are closed. */
-    s->closing = 7;
+    /* Timers of the real clock close asynchronously: s is freed once its seven timers, the
+     * timers of the runs freed below and those of runs dropped before (n_timer_closing) are
+     * closed. */
+    s->closing = 7 + (int)s->n_timer_closing;
     /* Queued step ends go to the writer like every other mutation, with no pick. */
     s->fetching = false;
     ql_sched_flush_finishing(s);

@@ -98,6 +98,8 @@ struct ql_sched {
     run_t *runs;
     size_t n_runs;
     size_t n_ending; /* runs with `ending` set */
+    /* dropped runs whose timer is closing: each holds s until its close callback has run */
+    size_t n_timer_closing;
     run_t **buckets;
     size_t n_buckets;
     bool fetching;
