@@ -126,6 +126,16 @@ static int live_probe_cb(const ql_live_job_t *j, void *arg) {
     return 1;
 }
 
+/* The refusal of a build whose range a live job of the model overlaps (p->any). */
+static int job_conflict(const ql_model_t *m, const live_probe_t *p, ql_err_t *err) {
+    char id[QL_ID_STR_LEN + 1];
+    ql_id_format(&p->found, id);
+    return ql_err_set(err, QL_EJOBCONFLICT,
+                      "a building job for the same object already exists: job %s of model "
+                      "'%s' targets an overlapping range",
+                      id, m->name);
+}
+
 static int check_job_conflict(ql_txn_t *txn, const ql_model_t *m, int64_t start, int64_t end,
                               ql_err_t *err) {
     live_probe_t p = {.start = start, .end = end};
@@ -133,15 +143,7 @@ static int check_job_conflict(ql_txn_t *txn, const ql_model_t *m, int64_t start,
     if (rc)
         return ql_err_set(err, rc, "cannot read the jobs of model '%s': %s", m->name,
                           ql_strerror(rc));
-    if (p.any) {
-        char id[QL_ID_STR_LEN + 1];
-        ql_id_format(&p.found, id);
-        return ql_err_set(err, QL_EJOBCONFLICT,
-                          "a building job for the same object already exists: job %s of model "
-                          "'%s' targets an overlapping range",
-                          id, m->name);
-    }
-    return 0;
+    return p.any ? job_conflict(m, &p, err) : 0;
 }
 
 typedef struct {
@@ -154,6 +156,16 @@ static int seg_probe_cb(const ql_segment_t *s, void *arg) {
     p->first = *s;
     p->any = true;
     return 1;
+}
+
+/* A build's probe (ql_probe_range): live first, so that the job callback's argument is it. */
+typedef struct {
+    live_probe_t live;
+    seg_probe_t seg;
+} build_probe_t;
+
+static int build_seg_cb(const ql_segment_t *s, void *arg) {
+    return seg_probe_cb(s, &((build_probe_t *)arg)->seg);
 }
 
 /* The model id names into m: spec's (the caller read it in this transaction, so it is not read
@@ -277,23 +289,28 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
     }
     if ((rc = ql_meta_check_range("start", "end", start, end, !m.partitioned, err)))
         goto out;
-    seg_probe_t probe = {0};
-    if ((rc = ql_segment_foreach_overlapping(txn, &m.id, start, end, seg_probe_cb, &probe))) {
-        rc = ql_err_set(err, rc, "cannot read the segments: %s", ql_strerror(rc));
+    /* Both rules' probes at once: an overlapping segment first, else an overlapping live job. */
+    build_probe_t probe = {.live = {.start = start, .end = end}};
+    if ((rc = ql_probe_range(txn, &m.id, start, end, build_seg_cb, live_probe_cb, &probe))) {
+        rc = ql_err_set(err, rc, "cannot read the segments and jobs of model '%s': %s", m.name,
+                        ql_strerror(rc));
         goto out;
     }
-    if (probe.any) {
+    if (probe.seg.any) {
         char id[QL_ID_STR_LEN + 1];
-        ql_id_format(&probe.first.id, id);
+        ql_id_format(&probe.seg.first.id, id);
         rc = ql_err_set(err, QL_ESEGOVERLAP,
                         "Can't build segment. The specified data range overlaps with the built "
                         "segments from %lld to %lld: segment %s [%lld, %lld) %s of model '%s'",
-                        (long long)start, (long long)end, id, (long long)probe.first.start,
-                        (long long)probe.first.end, ql_seg_status_name(probe.first.status), m.name);
+                        (long long)start, (long long)end, id, (long long)probe.seg.first.start,
+                        (long long)probe.seg.first.end, ql_seg_status_name(probe.seg.first.status),
+                        m.name);
         goto out;
     }
-    if ((rc = check_job_conflict(txn, &m, start, end, err)))
+    if (probe.live.any) {
+        rc = job_conflict(&m, &probe.live, err);
         goto out;
+    }
     ql_segment_t seg;
     ql_id_t job;
     if ((rc = new_segment(txn, &m.id, start, end, spec->now, &job, &seg, err)) ||

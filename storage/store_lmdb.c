@@ -494,6 +494,7 @@ static const store_ops_t lmdb_ops = {
     .job_foreach_live = lmdb_job_foreach_live,
     .job_foreach_live_overlapping = lmdb_job_foreach_live_overlapping,
     .probe_targets = store_probe_loop,
+    .probe_range = store_probe_range_pair,
     .job_foreach_recent = lmdb_job_foreach_recent,
     .job_count = lmdb_job_count,
     .step_get = lmdb_step_get,

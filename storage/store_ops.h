@@ -113,6 +113,9 @@ typedef struct store_ops {
     /* ql_probe_targets; store_probe_loop (store_probe.c) is the loop over the two ops above. */
     int (*probe_targets)(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                          void *arg);
+    /* ql_probe_range; store_probe_range_pair (store_probe.c) runs the two overlap ops above. */
+    int (*probe_range)(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                       ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg);
     int (*job_foreach_recent)(ql_txn_t *t, const char *project, bool oldest_first, ql_job_ref_cb cb,
                               void *arg);
     int (*job_count)(ql_txn_t *t, const char *project, uint32_t state_mask, uint64_t *out);
@@ -164,6 +167,9 @@ int store_job_get_loop(ql_txn_t *t, size_t n, const ql_id_t *ids, unsigned flags
 /* ql_probe_targets as a loop of per-model probes (LMDB's probe_targets). */
 int store_probe_loop(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);
+/* ql_probe_range as the two per-model probes (LMDB's probe_range). */
+int store_probe_range_pair(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                           ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg);
 
 /* The backends' open functions; opts is checked by ql_store_open. */
 int ql_store_lmdb_open(const ql_store_opts_t *opts, ql_store_t **out, ql_err_t *err);

@@ -51,7 +51,7 @@ int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
 }
 
 int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
-    if (t->failed || !(t->conn->prepared & (1ull << stmt)))
+    if (t->failed || !pg_prepared_has(t->conn, (unsigned)stmt))
         return pg_exec(t, stmt, p, NULL); /* prepared by this run, deferred from the next */
     return pg_queue_args(t, stmt, p);
 }
@@ -85,11 +85,12 @@ int pg_cmd(pg_txn_t *t, const char *sql) {
  * received before the first callback, which leaves the connection free for the callbacks'
  * queries at a cost of one round trip. The others (every job in a state, the recent list, every
  * project) may be long: they use a cursor, 256 rows per FETCH. */
-_Static_assert(S_COUNT + W_COUNT <= 64, "one bit of pg_conn_t.prepared per statement, walk");
+_Static_assert(S_COUNT + W_COUNT <= PG_PREPARED_BITS,
+               "one bit of pg_conn_t.prepared per statement, walk");
 
 static const bool walk_small[W_COUNT] = {
-    [W_MODELS] = true,   [W_SEGMENTS] = true,         [W_SEG_OVERLAP] = true,
-    [W_JOB_LIVE] = true, [W_JOB_LIVE_OVERLAP] = true, [W_STEPS] = true,
+    [W_MODELS] = true,           [W_SEGMENTS] = true, [W_SEG_OVERLAP] = true, [W_JOB_LIVE] = true,
+    [W_JOB_LIVE_OVERLAP] = true, [W_STEPS] = true,    [W_RANGE_PROBE] = true,
 };
 
 static int walk_all(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg) {
@@ -653,6 +654,7 @@ const store_ops_t ql_pg_ops = {
     .job_foreach_live = pg_job_foreach_live,
     .job_foreach_live_overlapping = pg_job_foreach_live_overlapping,
     .probe_targets = pg_probe_targets,
+    .probe_range = pg_probe_range,
     .job_foreach_recent = pg_job_foreach_recent,
     .job_count = pg_job_count,
     .step_get = pg_step_get,

@@ -65,8 +65,8 @@ typedef enum pg_stmt {
     S_COUNT
 } pg_stmt_t;
 
-/* Queries walked with a cursor (DECLARE ... CURSOR, FETCH 256), so that a callback may query
- * again on the same connection. */
+/* Queries walked with a cursor (DECLARE ... CURSOR, FETCH 32, then 256), so that a callback may
+ * query again on the same connection. */
 typedef enum pg_walk {
     W_PROJECTS,
     W_MODELS,
@@ -82,6 +82,7 @@ typedef enum pg_walk {
     W_JOB_RECENT_DESC,
     W_JOB_RECENT_ASC,
     W_STEPS,
+    W_RANGE_PROBE,
     W_COUNT
 } pg_walk_t;
 
@@ -106,12 +107,21 @@ typedef struct pg_queued {
 
 typedef struct pg_conn {
     PGconn *c;
-    uint64_t prepared;  /* bit per pg_stmt_t */
-    bool rollback_sent; /* a ROLLBACK sent without waiting: its answer is read at the next use */
+    uint64_t prepared[2]; /* bit per pg_stmt_t, then per pg_walk_t (pg_prepared_has) */
+    bool rollback_sent;   /* a ROLLBACK sent without waiting: its answer is read at the next use */
     int n_queued;
     pg_queued_t queued[PG_QUEUE_MAX];
     struct pg_conn *next;
 } pg_conn_t;
+
+/* The bits of pg_conn_t.prepared: statement s is bit s, walk w bit S_COUNT + w. */
+#define PG_PREPARED_BITS (64 * 2)
+static inline bool pg_prepared_has(const pg_conn_t *c, unsigned bit) {
+    return (c->prepared[bit / 64] >> (bit % 64)) & 1;
+}
+static inline void pg_prepared_set(pg_conn_t *c, unsigned bit) {
+    c->prepared[bit / 64] |= 1ull << (bit % 64);
+}
 
 typedef struct pg_store {
     ql_store_t base;
@@ -411,6 +421,8 @@ int pg_job_foreach_model(ql_txn_t *t, const ql_id_t *model, ql_job_cb cb, void *
 int pg_job_foreach_live(ql_txn_t *t, const ql_id_t *model, ql_live_job_cb cb, void *arg);
 int pg_job_foreach_live_overlapping(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg);
+int pg_probe_range(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                   ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg);
 int pg_job_foreach_recent(ql_txn_t *t, const char *project, bool oldest_first, ql_job_ref_cb cb,
                           void *arg);
 int pg_job_count(ql_txn_t *t, const char *project, uint32_t state_mask, uint64_t *out);

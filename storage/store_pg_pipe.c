@@ -154,7 +154,7 @@ static int send_all(pg_conn_t *pc, const pg_queued_t *q, int n, const pg_call_t 
     for (int k = 0; ok && k < ncalls; k++) {
         const pg_call_t *call = &calls[k];
         const pg_params_t *p = call->p ? call->p : &none;
-        prep[k] = call->name && !(pc->prepared & (1ull << call->prep_bit));
+        prep[k] = call->name && !pg_prepared_has(pc, call->prep_bit);
         if (prep[k] && (ok = PQsendPrepare(c, call->name, call->sql, 0, NULL)))
             steps++;
         ok =
@@ -196,7 +196,7 @@ static int pipeline(pg_txn_t *t, const pg_call_t *calls, int ncalls, PGresult **
     if (pr.first_err < 0) {
         for (int k = 0; k < ncalls; k++) {
             if (prep[k])
-                pc->prepared |= 1ull << calls[k].prep_bit;
+                pg_prepared_set(pc, calls[k].prep_bit);
             if (res)
                 res[k] = pr.out[k];
             else
@@ -225,7 +225,7 @@ int pg_run(pg_txn_t *t, const pg_call_t *call, PGresult **res) {
     if (t->failed)
         return t->failed;
     pg_conn_t *pc = t->conn;
-    bool prepared = !call->name || (pc->prepared & (1ull << call->prep_bit));
+    bool prepared = !call->name || pg_prepared_has(pc, call->prep_bit);
     if (pc->n_queued || !prepared)
         return pipeline(t, call, 1, res);
     /* Nothing queued: the statement alone, without the pipeline's extra messages. */

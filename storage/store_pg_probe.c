@@ -172,3 +172,51 @@ int pg_probe_targets(ql_txn_t *bt, size_t n, const ql_probe_target_t *targets, q
     free(b.jobs);
     return rc;
 }
+
+/* ---- ql_probe_range: one build's two probes in one statement ---- */
+
+typedef struct {
+    pg_txn_t *t;
+    ql_segment_cb seg_cb;
+    ql_live_job_cb job_cb;
+    void *arg;
+} range_ctx_t;
+
+/* A row of W_RANGE_PROBE: k, rec, id, state, start, end (store_pg_sql.c). */
+static int range_row(PGresult *r, int row, void *arg) {
+    range_ctx_t *c = arg;
+    if (pg_get_i32(r, row, 0) == 0) {
+        msgpack_zone *z = ql_txn_zone(&c->t->base);
+        if (!z)
+            return UV_ENOMEM;
+        ql_segment_t s;
+        int rc =
+            ql_segment_decode_z(z, PQgetvalue(r, row, 1), (size_t)PQgetlength(r, row, 1), 0, &s);
+        if (rc)
+            return rc;
+        rc = c->seg_cb(&s, c->arg);
+        ql_segment_free(&s);
+        return rc;
+    }
+    ql_live_job_t j = {.has_range = true};
+    pg_get_uuid(r, row, 2, &j.id);
+    j.state = (ql_state_t)pg_get_i16(r, row, 3);
+    j.start = pg_get_i64(r, row, 4);
+    j.end = pg_get_i64(r, row, 5);
+    return c->job_cb(&j, c->arg);
+}
+
+/* Under the model lock, as the two probes it replaces (pg_segment_foreach_overlapping). */
+int pg_probe_range(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
+                   ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg) {
+    pg_txn_t *t = pgt(bt);
+    int rc = pg_lock_model(t, model);
+    if (rc)
+        return rc;
+    range_ctx_t c = {.t = t, .seg_cb = seg_cb, .job_cb = job_cb, .arg = arg};
+    pg_params_t p = {0};
+    pg_p_uuid(&p, model);
+    pg_p_i64(&p, start);
+    pg_p_i64(&p, end);
+    return pg_walk(t, W_RANGE_PROBE, &p, range_row, &c);
+}

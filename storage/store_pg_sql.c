@@ -141,4 +141,12 @@ const char *const pg_walk_sql[W_COUNT] = {
     [W_JOB_RECENT_DESC] = RECENT "ORDER BY modify_time DESC, id DESC",
     [W_JOB_RECENT_ASC] = RECENT "ORDER BY modify_time, id",
     [W_STEPS] = "SELECT rec FROM steps WHERE job = $1::uuid ORDER BY seq",
+    /* W_SEG_OVERLAP's rows then W_JOB_LIVE_OVERLAP's, in their orders, in one statement
+     * (pg_probe_range): k tells which; o orders segments by end, jobs by id only. */
+    [W_RANGE_PROBE] =
+        "SELECT 0 AS k, rec, id, NULL::int2 AS state, start_ms AS a, end_ms AS b, end_ms AS o "
+        "FROM segments WHERE model = $1::uuid AND int8range(start_ms, end_ms) && "
+        "int8range($2::int8, $3::int8) UNION ALL SELECT 1, NULL, id, state, range_start, "
+        "range_end, 0 FROM jobs WHERE model = $1::uuid AND " LIVE " AND has_range AND "
+        "int8range(range_start, range_end) && int8range($2::int8, $3::int8) ORDER BY k, a, o, id",
 };

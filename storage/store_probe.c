@@ -1,7 +1,7 @@
 /*
- * ql_probe_targets: the public wrapper, and the loop of per-model probes that is LMDB's
- * implementation (a per-model probe there is two B-tree seeks in memory, so the loop is already
- * what the one-query form of PostgreSQL buys, store_pg_probe.c). Both give one answer per
+ * ql_probe_targets and ql_probe_range: the public wrappers, and the per-model probes that are
+ * LMDB's implementation (a per-model probe there is two B-tree seeks in memory, so the loop is
+ * already what the one-query form of PostgreSQL buys, store_pg_probe.c). Both give one answer per
  * target, segments sorted by (start, end, id), which the contract suite compares.
  */
 #include "store_ops.h"
@@ -14,6 +14,36 @@ int ql_probe_targets(ql_txn_t *t, size_t n, const ql_probe_target_t *targets, ql
     if (n == 0)
         return 0;
     return t->ops->probe_targets(t, n, targets, cb, arg);
+}
+
+int ql_probe_range(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                   ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg) {
+    if (start >= end)
+        return 0;
+    return t->ops->probe_range(t, model, start, end, seg_cb, job_cb, arg);
+}
+
+/* The segment callback's stop, kept: it ends the whole probe. */
+typedef struct {
+    ql_segment_cb cb;
+    void *arg;
+    bool stopped;
+} range_seg_t;
+
+static int range_seg_cb(const ql_segment_t *s, void *arg) {
+    range_seg_t *r = arg;
+    int rc = r->cb(s, r->arg);
+    r->stopped = rc > 0;
+    return rc;
+}
+
+int store_probe_range_pair(ql_txn_t *t, const ql_id_t *model, int64_t start, int64_t end,
+                           ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg) {
+    range_seg_t r = {.cb = seg_cb, .arg = arg};
+    int rc = t->ops->segment_foreach_overlapping(t, model, start, end, range_seg_cb, &r);
+    if (rc || r.stopped)
+        return rc;
+    return t->ops->job_foreach_live_overlapping(t, model, start, end, job_cb, arg);
 }
 
 typedef struct {

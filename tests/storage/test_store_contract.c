@@ -868,3 +868,102 @@ Test(contract, probe_targets_with_none_a_stop_and_many_chunks) {
     free(ans);
     ql_txn_abort(t);
 }
+
+/* ---- ql_probe_range: a build's two probes in one call ---- */
+
+typedef struct {
+    char kind[16];  /* 's' segment, 'j' live job, in callback order */
+    int64_t at[16]; /* their starts */
+    int n;
+    int stop_at; /* the callback that returns stop_rc (1-based; 0: none) */
+    int stop_rc;
+} range_log_t;
+
+static int range_note(range_log_t *l, char kind, int64_t start) {
+    cr_assert_lt(l->n, 16);
+    l->kind[l->n] = kind;
+    l->at[l->n++] = start;
+    return l->n == l->stop_at ? l->stop_rc : 0;
+}
+
+static int range_seg_cb(const ql_segment_t *s, void *arg) {
+    return range_note(arg, 's', s->start);
+}
+
+static int range_job_cb(const ql_live_job_t *j, void *arg) {
+    cr_assert(j->has_range);
+    return range_note(arg, 'j', j->start);
+}
+
+static int ref_seg_note(const ql_segment_t *s, void *arg) {
+    return range_note(arg, 's', s->start);
+}
+
+static int ref_job_note(const ql_live_job_t *j, void *arg) {
+    return range_note(arg, 'j', j->start);
+}
+
+static void put_range_fixture(const ql_model_t *m) {
+    ql_txn_t *t = wbegin();
+    ql_segment_t segs[] = {make_seg(&m->id, 0, 100, QL_SEG_READY),
+                           make_seg(&m->id, 100, 200, QL_SEG_NEW),
+                           make_seg(&m->id, 300, 400, QL_SEG_READY)};
+    for (size_t i = 0; i < sizeof segs / sizeof *segs; i++)
+        cr_assert_eq(ql_segment_put(t, &segs[i]), 0);
+    ql_job_t jobs[] = {
+        make_job("p", &m->id, QL_RUNNING, 0, 10, 100, 200),
+        make_job("p", &m->id, QL_READY, 0, 11, 500, 600),
+        make_job("p", &m->id, QL_SUCCEED, 0, 12, 600, 700), /* ended: not live */
+        make_job("p", &m->id, QL_READY, 0, 13, 0, 0),       /* live, no range */
+    };
+    for (size_t i = 0; i < sizeof jobs / sizeof *jobs; i++)
+        cr_assert_eq(ql_job_put(t, &jobs[i]), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
+
+Test(contract, probe_range_answers_as_the_two_probes_segments_first) {
+    ql_model_t m = setup_model("p", "m");
+    put_range_fixture(&m);
+    for (int write = 0; write < 2; write++) {
+        ql_txn_t *t = write ? wbegin() : rbegin();
+        range_log_t got = {0}, want = {0};
+        cr_assert_eq(ql_probe_range(t, &m.id, 150, 650, range_seg_cb, range_job_cb, &got), 0);
+        cr_assert_eq(ql_segment_foreach_overlapping(t, &m.id, 150, 650, ref_seg_note, &want), 0);
+        cr_assert_eq(ql_job_foreach_live_overlapping(t, &m.id, 150, 650, ref_job_note, &want), 0);
+        cr_assert_eq(got.n, 4, "two segments and two live jobs, write=%d", write);
+        cr_assert_eq(got.n, want.n);
+        for (int i = 0; i < got.n; i++) {
+            cr_assert_eq(got.kind[i], want.kind[i], "row %d", i);
+            cr_assert_eq(got.at[i], want.at[i], "row %d", i);
+        }
+        cr_assert_eq(got.kind[0], 's');
+        cr_assert_eq(got.at[0], 100);
+        cr_assert_eq(got.at[1], 300);
+        cr_assert_eq(got.kind[2], 'j');
+        cr_assert_eq(got.at[2], 100);
+        cr_assert_eq(got.at[3], 500);
+        range_log_t none = {0};
+        cr_assert_eq(ql_probe_range(t, &m.id, 200, 300, range_seg_cb, range_job_cb, &none), 0);
+        cr_assert_eq(none.n, 0, "half-open: [200, 300) touches nothing");
+        cr_assert_eq(ql_probe_range(t, &m.id, 300, 300, range_seg_cb, range_job_cb, &none), 0);
+        cr_assert_eq(none.n, 0, "an empty range probes nothing");
+        ql_txn_abort(t);
+    }
+}
+
+Test(contract, probe_range_stops_at_a_callbacks_word) {
+    ql_model_t m = setup_model("p", "m");
+    put_range_fixture(&m);
+    ql_txn_t *t = rbegin();
+    range_log_t seg_stop = {.stop_at = 1, .stop_rc = 1};
+    cr_assert_eq(ql_probe_range(t, &m.id, 0, 1000, range_seg_cb, range_job_cb, &seg_stop), 0);
+    cr_assert_eq(seg_stop.n, 1, "a segment's stop ends the jobs too");
+    range_log_t job_stop = {.stop_at = 4, .stop_rc = 1};
+    cr_assert_eq(ql_probe_range(t, &m.id, 0, 1000, range_seg_cb, range_job_cb, &job_stop), 0);
+    cr_assert_eq(job_stop.n, 4, "three segments, then the first live job stops it");
+    cr_assert_eq(job_stop.kind[3], 'j');
+    range_log_t fail = {.stop_at = 5, .stop_rc = QL_EINVAL};
+    cr_assert_eq(ql_probe_range(t, &m.id, 0, 1000, range_seg_cb, range_job_cb, &fail), QL_EINVAL);
+    cr_assert_eq(fail.n, 5);
+    ql_txn_abort(t);
+}

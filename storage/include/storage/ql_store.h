@@ -452,6 +452,16 @@ typedef int (*ql_probe_cb)(const ql_probe_result_t *r, void *arg);
 int ql_probe_targets(ql_txn_t *txn, size_t n, const ql_probe_target_t *targets, ql_probe_cb cb,
                      void *arg);
 
+/* A build's two overlap probes in one call: the segments of model overlapping [start, end), as
+ * ql_segment_foreach_overlapping() gives them, to seg_cb, then the live ranged jobs overlapping
+ * it, as ql_job_foreach_live_overlapping() gives them, to job_cb (records borrowed for the
+ * callback). A positive return of either callback stops the whole probe (the jobs are then not
+ * given) and 0 is returned; a negative one is returned. Nothing when start >= end. The model
+ * lock is taken as by those probes. PostgreSQL answers both in one statement
+ * (docs/postgresql.md, Round trips); LMDB runs the two probes. */
+int ql_probe_range(ql_txn_t *txn, const ql_id_t *model, int64_t start, int64_t end,
+                   ql_segment_cb seg_cb, ql_live_job_cb job_cb, void *arg);
+
 /* Jobs of a project (NULL: of every project), most recently modified first (or oldest first
  * when oldest_first). The callback gets the id and state from the index; decode with
  * ql_job_get only what is shown. */
