@@ -80,11 +80,17 @@ int pg_cmd(pg_txn_t *t, const char *sql) {
     return rc;
 }
 
+/* A cursor's rows per FETCH. Its DECLARE and first FETCH go in one round trip, and that FETCH
+ * takes fewer rows: a walk often stops early (the fetcher wants a pass's worth of READY jobs, a
+ * listing a page), and each row fetched costs the server a heap read and the row's bytes. */
+#define WALK_FIRST_ROWS 32
+#define WALK_ROWS 256
+
 /* Walks that are small by nature (one model's overlaps or live jobs, one job's steps, one
  * project's models, one model's segments) run as one prepared statement whose whole result is
  * received before the first callback, which leaves the connection free for the callbacks'
  * queries at a cost of one round trip. The others (every job in a state, the recent list, every
- * project) may be long: they use a cursor, 256 rows per FETCH. */
+ * project) may be long: they use a cursor (WALK_FIRST_ROWS, then WALK_ROWS per FETCH). */
 _Static_assert(S_COUNT + W_COUNT <= PG_PREPARED_BITS,
                "one bit of pg_conn_t.prepared per statement, walk");
 
@@ -132,27 +138,31 @@ int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void 
             return rc;
     }
     unsigned id = top->cursors++;
-    char decl[1024], fetch[64], close_[64];
+    char decl[1024], first[64], fetch[64], close_[64];
     snprintf(decl, sizeof decl, "DECLARE qc%u BINARY NO SCROLL CURSOR FOR %s", id, pg_walk_sql[w]);
-    snprintf(fetch, sizeof fetch, "FETCH 256 FROM qc%u", id);
+    snprintf(first, sizeof first, "FETCH %d FROM qc%u", WALK_FIRST_ROWS, id);
+    snprintf(fetch, sizeof fetch, "FETCH %d FROM qc%u", WALK_ROWS, id);
     snprintf(close_, sizeof close_, "CLOSE qc%u", id);
-    pg_call_t call = {.sql = decl, .p = p, .format = 1};
-    rc = pg_run(t, &call, NULL);
-    if (rc)
+    pg_call_t calls[2] = {{.sql = decl, .p = p, .format = 1}, {.sql = first, .format = 1}};
+    PGresult *res[2];
+    if ((rc = pg_run_calls(t, calls, 2, res)))
         return rc;
-    bool done = false;
-    while (!rc && !done) {
-        PGresult *r;
-        call = (pg_call_t){.sql = fetch, .format = 1};
-        if ((rc = pg_run(t, &call, &r)))
-            return rc;
+    PQclear(res[0]);
+    PGresult *r = res[1];
+    int want = WALK_FIRST_ROWS;
+    for (;;) {
         int n = PQntuples(r);
-        done = n < 256;
         for (int i = 0; i < n && !rc; i++)
             rc = row(r, i, arg);
         PQclear(r);
         if (!rc && t->failed) /* a callback's statement failed this level */
             rc = t->failed;
+        if (rc || n < want)
+            break;
+        pg_call_t call = {.sql = fetch, .format = 1};
+        if ((rc = pg_run(t, &call, &r)))
+            return rc;
+        want = WALK_ROWS;
     }
     if (!t->failed) { /* sent with the next statement */
         int crc = pg_queue(t, close_, Q_TOP);

@@ -294,7 +294,7 @@ bool pg_conn_settle(pg_conn_t *c);
 int pg_result_err(pg_txn_t *t, PGresult *r);
 
 typedef int (*pg_row_fn)(PGresult *res, int row, void *arg);
-/* Walks the rows of a cursor query 256 at a time; row returns 0 to go on, > 0 to stop (the
+/* Walks the rows of a cursor query (32, then 256 a FETCH); row returns 0 to go on, > 0 to stop (the
  * walk returns 0) or a negative error (returned). */
 int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg);
 

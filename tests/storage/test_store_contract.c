@@ -967,3 +967,51 @@ Test(contract, probe_range_stops_at_a_callbacks_word) {
     cr_assert_eq(fail.n, 5);
     ql_txn_abort(t);
 }
+
+/* ---- a long walk: every row in order across the fetches of a cursor, and a stop anywhere ---- */
+
+typedef struct {
+    ql_txn_t *t;
+    int n, stop_at, reads;
+    int64_t last_ctime;
+    bool in_order;
+} long_walk_t;
+
+static int long_walk_cb(const ql_id_t *id, int prio, int64_t ctime, void *arg) {
+    (void)prio;
+    long_walk_t *w = arg;
+    w->in_order = w->in_order && ctime > w->last_ctime;
+    w->last_ctime = ctime;
+    w->n++;
+    if (w->n == 33 || w->n == 290) { /* a query inside, after the first and the second fetch */
+        ql_job_t j;
+        cr_assert_eq(ql_job_get(w->t, id, 0, &j), 0);
+        cr_assert_eq(j.create_time, ctime);
+        ql_job_free(&j);
+        w->reads++;
+    }
+    return w->n == w->stop_at ? 1 : 0;
+}
+
+Test(contract, a_long_walk_gives_every_row_in_order_and_stops_anywhere) {
+    ql_model_t m = setup_model("p", "m");
+    ql_txn_t *t = wbegin();
+    for (int i = 0; i < 300; i++) {
+        ql_job_t j = make_job("p", &m.id, QL_READY, 0, 1000 + i, 0, 0);
+        cr_assert_eq(ql_job_put(t, &j), 0);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    const int stops[] = {0, 1, 31, 32, 33, 288, 289, 300};
+    for (size_t k = 0; k < sizeof stops / sizeof *stops; k++) {
+        t = rbegin();
+        long_walk_t w = {.t = t, .stop_at = stops[k], .in_order = true};
+        cr_assert_eq(ql_job_foreach_state_ref(t, QL_READY, long_walk_cb, &w), 0);
+        cr_assert_eq(w.n, stops[k] ? stops[k] : 300, "stop at %d", stops[k]);
+        cr_assert(w.in_order, "stop at %d", stops[k]);
+        cr_assert_eq(w.reads, (w.n >= 33) + (w.n >= 290));
+        uint64_t count;
+        cr_assert_eq(ql_job_count(t, "p", 1u << QL_READY, &count), 0, "usable after the walk");
+        cr_assert_eq(count, 300);
+        ql_txn_abort(t);
+    }
+}
