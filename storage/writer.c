@@ -119,8 +119,8 @@ static mutation_t *mq_take(mqueue_t *q, size_t max) {
 }
 
 /*
- * Runs ms[0..n) in one write transaction, each in a nested transaction, and commits once
- * (synced). Returns the number of transactions committed.
+ * Runs ms[0..n) in one write transaction, each in a nested transaction (a lone one in the
+ * transaction itself), and commits once (synced). Returns the number of transactions committed.
  *
  * A nested transaction that hits MDB_MAP_FULL is aborted and fails alone: LMDB sets its error
  * flag on the child only and restores the parent's page state on abort, so the parent goes on.
@@ -149,9 +149,11 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n, int tri
     for (size_t i = 0; i < n; i++) {
         mutation_t *m = ms[i];
         ql_err_clear(&m->err);
-        ql_txn_t *child;
-        m->status = ql_txn_begin_nested(top, &child);
-        if (m->status) {
+        /* A lone mutation runs in the top-level transaction itself: its failure aborts that,
+         * which leaves what a nested abort would (nothing), without the nested transaction's
+         * cost (a SAVEPOINT and its RELEASE on PostgreSQL, a nested LMDB transaction). */
+        ql_txn_t *child = top;
+        if (n > 1 && (m->status = ql_txn_begin_nested(top, &child))) {
             ql_err_set(&m->err, m->status, "cannot begin a nested transaction: %s",
                        ql_strerror(m->status));
             transient |= m->status == QL_ETRANSIENT;
@@ -159,10 +161,11 @@ static uint64_t run_mutations(ql_writer_t *w, mutation_t **ms, size_t n, int tri
         }
         m->status = m->fn(child, m->arg, &m->err);
         if (m->status) {
-            ql_txn_abort(child);
+            if (child != top)
+                ql_txn_abort(child);
             if (!m->err.code)
                 ql_err_set(&m->err, m->status, "%s", ql_strerror(m->status));
-        } else if ((m->status = ql_txn_commit(child))) {
+        } else if (child != top && (m->status = ql_txn_commit(child))) {
             ql_err_set(&m->err, m->status, "cannot apply the change: %s", ql_strerror(m->status));
         } else {
             ms[applied++] = m; /* the failed ones keep their answer and drop out of ms */

@@ -258,6 +258,45 @@ Test(writer, a_failing_mutation_fails_alone) {
     ql_test_assert_fsck_clean(store);
 }
 
+/* A batch of one runs its mutation in the write transaction itself: its failure must still
+ * leave nothing, commit nothing, and leave the writer usable. */
+Test(writer, a_lone_failing_mutation_leaves_nothing_and_commits_nothing) {
+    ql_writer_opts_t o = {.manual = true};
+    ql_writer_t *w;
+    cr_assert_eq(ql_writer_new(store, &o, &w), 0);
+    answers_t a;
+    answers_init(&a);
+    build_t b[3] = {
+        {.answers = &a, .fail_after_write = true},
+        {.answers = &a, .start = 0, .end = 100},
+        {.answers = &a, .start = 50, .end = 150}, /* overlaps the one before */
+    };
+    for (int i = 0; i < 3; i++) {
+        unsigned long before = atomic_load(&commits);
+        cr_assert_eq(ql_writer_submit(w, build_fn, &b[i], build_done), 0);
+        cr_assert_eq(ql_writer_flush(w), 1);
+        cr_assert_eq(atomic_load(&commits) - before, i == 1 ? 1u : 0u,
+                     "only the lone success commits (mutation %d)", i);
+    }
+    cr_assert_eq(b[0].status, QL_EINVAL);
+    cr_assert_str_eq(b[0].msg, "this mutation fails after writing");
+    cr_assert_eq(b[1].status, 0, "%s", b[1].msg);
+    cr_assert_eq(b[2].status, QL_ESEGOVERLAP, "%s", b[2].msg);
+    ql_writer_stats_t st;
+    ql_writer_get_stats(w, &st);
+    cr_assert_eq(st.failed, 2);
+    cr_assert_eq(segment_count(), 1);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(t, "must_not_exist", 0, &p), QL_ENOTFOUND,
+                 "a failed lone mutation's writes are discarded");
+    ql_txn_abort(t);
+    ql_writer_free(w);
+    answers_destroy(&a);
+    ql_test_assert_fsck_clean(store);
+}
+
 /* ---- many concurrent submitters ---- */
 
 #define THREADS 8

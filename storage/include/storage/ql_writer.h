@@ -7,7 +7,8 @@
  *   takes everything queued, runs each mutation in its own nested transaction inside one write
  *   transaction, commits once (synced), and only then answers each caller. A mutation that
  *   fails (an overlap, a full map) has its nested transaction aborted and fails alone; the
- *   others in the batch still commit.
+ *   others in the batch still commit. A batch of one mutation runs it in the write transaction
+ *   itself, which its failure aborts: the same outcome, without a nested transaction's cost.
  * - Invariant: no caller is answered before the sync of the transaction that holds its change.
  *   Durability is never relaxed: one fsync serves the whole batch, which is where the speed of
  *   group commit comes from.
