@@ -158,14 +158,18 @@ static int seg_probe_cb(const ql_segment_t *s, void *arg) {
     return 1;
 }
 
-/* A build's probe (ql_probe_range): live first, so that the job callback's argument is it. */
+/* A build's two probes in one call (ql_probe_range). */
 typedef struct {
-    live_probe_t live;
     seg_probe_t seg;
+    live_probe_t live;
 } build_probe_t;
 
 static int build_seg_cb(const ql_segment_t *s, void *arg) {
     return seg_probe_cb(s, &((build_probe_t *)arg)->seg);
+}
+
+static int build_live_cb(const ql_live_job_t *j, void *arg) {
+    return live_probe_cb(j, &((build_probe_t *)arg)->live);
 }
 
 /* The model id names into m: spec's (the caller read it in this transaction, so it is not read
@@ -291,7 +295,7 @@ int ql_meta_submit_build(ql_txn_t *txn, const ql_id_t *model, int64_t start, int
         goto out;
     /* Both rules' probes at once: an overlapping segment first, else an overlapping live job. */
     build_probe_t probe = {.live = {.start = start, .end = end}};
-    if ((rc = ql_probe_range(txn, &m.id, start, end, build_seg_cb, live_probe_cb, &probe))) {
+    if ((rc = ql_probe_range(txn, &m.id, start, end, build_seg_cb, build_live_cb, &probe))) {
         rc = ql_err_set(err, rc, "cannot read the segments and jobs of model '%s': %s", m.name,
                         ql_strerror(rc));
         goto out;
