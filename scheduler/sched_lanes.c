@@ -9,7 +9,8 @@
  * order the parts commit in:
  * - the ends are dealt out in turn, and each part takes at most as many picks as it has ends
  *   of jobs that end (`ending`): a part that commits alone then adds no more RUNNING jobs than
- *   it removes;
+ *   it removes; a pick goes first to a part with an end of a job of its own project, whose
+ *   project slot it may be taking (a project's own limit), then to any part with room;
  * - the picks left over take slots that were free, or that ends queued earlier give up: every
  *   part with picks carries the write keys of those earlier ends (submit_batch_keyed in
  *   sched.c), so it commits after them on any lane.
@@ -17,7 +18,9 @@
  */
 #include "sched_int.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     size_t n;  /* entries */
@@ -25,22 +28,44 @@ typedef struct {
     int rc;    /* ql_sched_submit_batch's answer */
 } part_t;
 
+/* Whether part holds the end of an ending job of project (e[0..n) dealt so far in dest). */
+static bool part_frees_project(const batch_ent_t *e, size_t n, const size_t *dest, size_t part,
+                               const char *project) {
+    for (size_t k = 0; k < n; k++)
+        if (e[k].fn != ql_sched_pick_fn && dest[k] == part && e[k].r->ending &&
+            strcmp(e[k].r->project, project) == 0)
+            return true;
+    return false;
+}
+
 void ql_sched_deal(const batch_ent_t *e, size_t n, size_t n_parts, size_t *dest) {
     size_t ending[QL_WRITER_LANES_MAX] = {0}, picks[QL_WRITER_LANES_MAX] = {0};
     size_t next_end = 0, next_pick = 0;
     for (size_t i = 0; i < n; i++) {
-        size_t d = n_parts;
+        dest[i] = n_parts;
         if (e[i].fn != ql_sched_pick_fn) {
-            d = next_end++ % n_parts;
-            ending[d] += e[i].r->ending;
-        } else {
-            for (size_t j = 0; j < n_parts && d == n_parts; j++)
-                if (picks[j] < ending[j])
-                    d = j;
-            if (d == n_parts)
-                d = next_pick++ % n_parts;
-            picks[d]++;
+            dest[i] = next_end++ % n_parts;
+            ending[dest[i]] += e[i].r->ending;
         }
+    }
+    /* A pick first goes with an end of its own project's job: the fetcher counted that job's
+     * project slot as free already (sched_pick.c), so the pick must not commit before it. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; e[i].fn == ql_sched_pick_fn && dest[i] == n_parts && j < n_parts; j++)
+            if (picks[j] < ending[j] && part_frees_project(e, n, dest, j, e[i].r->project)) {
+                dest[i] = j;
+                picks[j]++;
+            }
+    for (size_t i = 0; i < n; i++) {
+        if (e[i].fn != ql_sched_pick_fn || dest[i] != n_parts)
+            continue;
+        size_t d = n_parts;
+        for (size_t j = 0; j < n_parts && d == n_parts; j++)
+            if (picks[j] < ending[j])
+                d = j;
+        if (d == n_parts)
+            d = next_pick++ % n_parts;
+        picks[d]++;
         dest[i] = d;
     }
 }

@@ -281,3 +281,25 @@ Test(sched_deal, more_ends_than_parts_pair_with_their_parts) {
     /* Part 0 gets ends 0 and 2 (two that end), part 1 end 1: picks fill part 0's two first. */
     DEALT("EEEPPP", 2, "010001");
 }
+
+/* Ends of ending jobs of projects a and b, then picks of b and a (E then the project, P then
+ * the project): each pick goes with the end of its own project's job, whose project slot the
+ * fetcher may have given it (a project's own limit), not with the first part that has room. */
+Test(sched_deal, a_pick_goes_with_an_end_of_its_own_project) {
+    static run_t runs[4];
+    memset(runs, 0, sizeof runs);
+    const char *batch[] = {"Ea", "Eb", "Pb", "Pa"};
+    batch_ent_t e[4];
+    for (size_t i = 0; i < 4; i++) {
+        runs[i].ending = batch[i][0] == 'E';
+        snprintf(runs[i].project, sizeof runs[i].project, "%s", batch[i] + 1);
+        e[i] = (batch_ent_t){&runs[i], batch[i][0] == 'P' ? ql_sched_pick_fn : ql_sched_finish_fn,
+                             NULL};
+    }
+    size_t dest[4];
+    ql_sched_deal(e, 4, 2, dest);
+    cr_assert_eq(dest[0], 0);
+    cr_assert_eq(dest[1], 1);
+    cr_assert_eq(dest[2], 1, "b's pick goes with b's end");
+    cr_assert_eq(dest[3], 0, "a's pick goes with a's end");
+}
