@@ -705,7 +705,8 @@ Test(crash_steps, a_stopped_try_leaves_nothing_outside_its_group, .timeout = 60,
 /* ---- a kill between a step's commit out of RUNNING and its processes' end ---- */
 
 /* The holders of hold_script, deaf to SIGTERM: a stopped try's processes outlive its stop by
- * the whole kill grace (SIGKILL comes only then), which holds the window open. */
+ * the whole kill grace (SIGKILL comes only then) while the server lives, which holds the window
+ * open; once the server dies, the step's watcher kills them. */
 static const char stubborn_prefix[] = "trap '' TERM\n";
 
 /* The driver's log of round `round` has a line holding every needle (NULL-terminated), polled
@@ -761,8 +762,9 @@ static void wait_try_and_check(hist_t *h, int round) {
 }
 
 /* SIGTERM, and SIGKILL once the shutdown has said it stops the step (old code: once it put the
- * job back to READY). The step's processes outlive the server (its holders ignore SIGTERM and
- * the kill grace is long); the next start must sweep them before the next try. */
+ * job back to READY). The step's processes outlive the stop (its holders ignore SIGTERM and the
+ * kill grace is long); the step's watcher or the next start's sweep must end them before the
+ * next try. */
 Test(crash_steps, sigkill_during_a_graceful_shutdown_leaves_nothing_to_the_next_try, .timeout = 90,
      .fini = remove_world) {
     static hist_t h;
@@ -771,7 +773,10 @@ Test(crash_steps, sigkill_during_a_graceful_shutdown_leaves_nothing_to_the_next_
     const char *stopping[] = {"server shutting down", NULL};
     wait_for_log(0, stopping, "the shutdown's stop of the step");
     kill_driver(d);
-    cr_assert_neq(try_alive(&h.tries[0]), 0, "the stopped try outlives its server (the window)");
+    /* The stopped try's processes outlive their server only until the step's watcher kills them,
+     * a few ms after the server's death (docs/step-processes.md; before the watcher, until the
+     * next start's sweep). Which one ends them is a race, so it is not asserted: the next try
+     * must find none of them alive either way, and the next start must sweep the try's marker. */
     d = start_driver(1);
     wait_try_and_check(&h, 1);
     const char *swept[] = {"swept the processes of interrupted steps", "steps=1", NULL};
@@ -790,7 +795,7 @@ Test(crash_steps, sigkill_after_a_pause_before_its_step_stopped_leaves_nothing_t
     const char *paused[] = {"job action PAUSE", NULL};
     wait_for_log(0, paused, "the PAUSE");
     kill_driver(d);
-    cr_assert_neq(try_alive(&h.tries[0]), 0, "the paused try outlives its server (the window)");
+    /* As above: the step's watcher or the next try's sweep ends the paused try's processes. */
     d = start_driver(1);
     /* SIGUSR2 would kill a driver that has not reached main yet, and one still starting ignores
      * it: sent once the driver holds the lock, until the RESUME is done. */
