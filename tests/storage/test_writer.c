@@ -219,6 +219,16 @@ Test(writer, max_batch_splits_transactions) {
 
 /* ---- a failing mutation fails alone ---- */
 
+/* What build_fn's fail_after_write wrote before failing (a project) is not in the store. */
+static void assert_failed_writes_discarded(void) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    ql_project_t p;
+    cr_assert_eq(ql_project_get(t, "must_not_exist", 0, &p), QL_ENOTFOUND,
+                 "a failed mutation's writes are discarded");
+    ql_txn_abort(t);
+}
+
 Test(writer, a_failing_mutation_fails_alone) {
     ql_writer_opts_t o = {.manual = true};
     ql_writer_t *w;
@@ -247,12 +257,7 @@ Test(writer, a_failing_mutation_fails_alone) {
     cr_assert_eq(st.batches, 1);
     cr_assert_eq(st.failed, 2);
     cr_assert_eq(segment_count(), 3);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
-    ql_project_t p;
-    cr_assert_eq(ql_project_get(t, "must_not_exist", 0, &p), QL_ENOTFOUND,
-                 "a failed mutation's writes are discarded");
-    ql_txn_abort(t);
+    assert_failed_writes_discarded();
     ql_writer_free(w);
     answers_destroy(&a);
     ql_test_assert_fsck_clean(store);
@@ -286,12 +291,7 @@ Test(writer, a_lone_failing_mutation_leaves_nothing_and_commits_nothing) {
     ql_writer_get_stats(w, &st);
     cr_assert_eq(st.failed, 2);
     cr_assert_eq(segment_count(), 1);
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
-    ql_project_t p;
-    cr_assert_eq(ql_project_get(t, "must_not_exist", 0, &p), QL_ENOTFOUND,
-                 "a failed lone mutation's writes are discarded");
-    ql_txn_abort(t);
+    assert_failed_writes_discarded();
     ql_writer_free(w);
     answers_destroy(&a);
     ql_test_assert_fsck_clean(store);
