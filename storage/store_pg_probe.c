@@ -97,21 +97,25 @@ static int encode_chunk(probe_buf_t *b, const ql_probe_target_t *tg, size_t n, p
     return 0;
 }
 
+/* The segment record in column col of row, decoded into the transaction's zone. */
+static int decode_seg(pg_txn_t *t, PGresult *r, int row, int col, ql_segment_t *out) {
+    msgpack_zone *z = ql_txn_zone(&t->base);
+    if (!z)
+        return UV_ENOMEM;
+    return ql_segment_decode_z(z, PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col), 0,
+                               out);
+}
+
 /* Collects the rows of chunk target k (1-based ordinality) from *row on, and answers it. */
 static int answer(pg_txn_t *t, PGresult *r, int *row, int64_t k, size_t index, probe_buf_t *b,
                   ql_probe_cb cb, void *arg) {
     size_t ns = 0, nj = 0;
     int rows = PQntuples(r), rc = 0;
-    msgpack_zone *z = NULL;
     for (; *row < rows && pg_get_i64(r, *row, 0) == k; (*row)++) {
         int i = *row;
         if (pg_get_i32(r, i, 1) == 0) {
-            if ((rc = grow((void **)&b->segs, &b->cap_segs, ns + 1, sizeof *b->segs)))
-                return rc;
-            if (!z && !(z = ql_txn_zone(&t->base)))
-                return UV_ENOMEM;
-            if ((rc = ql_segment_decode_z(z, PQgetvalue(r, i, 5), (size_t)PQgetlength(r, i, 5), 0,
-                                          &b->segs[ns])))
+            if ((rc = grow((void **)&b->segs, &b->cap_segs, ns + 1, sizeof *b->segs)) ||
+                (rc = decode_seg(t, r, i, 5, &b->segs[ns])))
                 return rc;
             ns++;
         } else {
@@ -186,12 +190,8 @@ typedef struct {
 static int range_row(PGresult *r, int row, void *arg) {
     range_ctx_t *c = arg;
     if (pg_get_i32(r, row, 0) == 0) {
-        msgpack_zone *z = ql_txn_zone(&c->t->base);
-        if (!z)
-            return UV_ENOMEM;
         ql_segment_t s;
-        int rc =
-            ql_segment_decode_z(z, PQgetvalue(r, row, 1), (size_t)PQgetlength(r, row, 1), 0, &s);
+        int rc = decode_seg(c->t, r, row, 1, &s);
         if (rc)
             return rc;
         rc = c->seg_cb(&s, c->arg);
