@@ -196,9 +196,10 @@ void ql_sched_submit_one_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n);
  * does, split into a batch per lane of the writer when it has several. */
 void ql_sched_submit_or_drop(ql_sched_t *s, const batch_ent_t *e, size_t n);
 /* How that split deals e[0..n) out to n_parts parts (at most QL_WRITER_LANES_MAX): dest[i] gets
- * entry i's part. Ends in turn; a pick to the first part with an end of an ending job of its
- * own project it has not paired with a pick yet, then to the first part with such an end of any
- * project, else (a free slot, or one an earlier batch's end gives up) in turn. */
+ * entry i's part. Ends in turn; a pick to the part of the first end of an ending job of its own
+ * project whose part has an end it has not paired with a pick yet, then to the first part with
+ * such an end of any project, else (a free slot, or one an earlier batch's end gives up) in turn.
+ */
 void ql_sched_deal(const batch_ent_t *e, size_t n, size_t n_parts, size_t *dest);
 /* Puts r's job back to READY while the server stops (the step is stopped first if it runs). */
 void ql_sched_interrupt_run(run_t *r);

@@ -18,7 +18,6 @@
  */
 #include "sched_int.h"
 
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,16 +26,6 @@ typedef struct {
     size_t at; /* where its entries begin in the split batch */
     int rc;    /* ql_sched_submit_batch's answer */
 } part_t;
-
-/* Whether part holds the end of an ending job of project (e[0..n) dealt so far in dest). */
-static bool part_frees_project(const batch_ent_t *e, size_t n, const size_t *dest, size_t part,
-                               const char *project) {
-    for (size_t k = 0; k < n; k++)
-        if (e[k].fn != ql_sched_pick_fn && dest[k] == part && e[k].r->ending &&
-            strcmp(e[k].r->project, project) == 0)
-            return true;
-    return false;
-}
 
 void ql_sched_deal(const batch_ent_t *e, size_t n, size_t n_parts, size_t *dest) {
     size_t ending[QL_WRITER_LANES_MAX] = {0}, picks[QL_WRITER_LANES_MAX] = {0};
@@ -51,11 +40,16 @@ void ql_sched_deal(const batch_ent_t *e, size_t n, size_t n_parts, size_t *dest)
     /* A pick first goes with an end of its own project's job: the fetcher counted that job's
      * project slot as free already (sched_pick.c), so the pick must not commit before it. */
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; e[i].fn == ql_sched_pick_fn && dest[i] == n_parts && j < n_parts; j++)
-            if (picks[j] < ending[j] && part_frees_project(e, n, dest, j, e[i].r->project)) {
+        for (size_t k = 0; e[i].fn == ql_sched_pick_fn && dest[i] == n_parts && k < n; k++) {
+            if (e[k].fn == ql_sched_pick_fn || !e[k].r->ending ||
+                strcmp(e[k].r->project, e[i].r->project) != 0)
+                continue;
+            size_t j = dest[k]; /* that end's part */
+            if (picks[j] < ending[j]) {
                 dest[i] = j;
                 picks[j]++;
             }
+        }
     for (size_t i = 0; i < n; i++) {
         if (e[i].fn != ql_sched_pick_fn || dest[i] != n_parts)
             continue;
