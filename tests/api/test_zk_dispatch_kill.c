@@ -36,8 +36,9 @@
  *     round's day, submitted by System and ended SUCCEED / READY; nothing else exists;
  *   - no server logged a (model, day) as SUBMITTED twice, nor two servers the same one;
  *   - a stopped leader logged no more submissions than the store had at its exit;
- *   - never two servers led at once (every look at the /metrics gauges), and each stop was
- *     followed by exactly one new holding of the lock; fsck is clean;
+ *   - never two servers led at once for longer than the session timeout (every look at the
+ *     /metrics gauges), and each stop was followed by exactly one new holding of the lock;
+ *     fsck is clean;
  *   - at least one stop came before the round's builds were all committed (on PostgreSQL:
  *     after some of them, on LMDB: before the one commit).
  * The builds run a noop step, so the jobs also run, and are taken over, while the leaders go.
@@ -99,13 +100,17 @@ static void launch_server(int i) {
 }
 
 /* The leader among the running servers that serve (their /metrics gauges), polled until there
- * is exactly one; asserts that there are never two. The server restarted last round counts as
+ * is exactly one. Two leaders may show in one look without two leading at once: the gauges are
+ * read one after another, so on a starved machine the first answer can be a moment old when the
+ * second comes, and a leader whose session ended hears of it within the session timeout (its
+ * fencing token is stale meanwhile, which the store's checks cover). Two leaders in every look
+ * for longer than T_MS is the failure. The server restarted last round counts as
  * soon as it serves: it joined the election behind the others, but it leads when they lose
  * their sessions meanwhile (a watchdog closes the session of a server whose loop stalls for
  * half the session timeout, which a busy machine under the sanitizer does). A server that does
  * not serve yet leads nothing: qilind's loop, which runs the election, starts after it listens. */
 static int the_leader(int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = now_ms() + timeout_ms, two_since = -1;
     for (;;) {
         int n = 0, which = -1;
         for (int i = 0; i < N; i++) {
@@ -124,7 +129,12 @@ static int the_leader(int timeout_ms) {
             }
             resp_free(&r);
         }
-        cr_assert_leq(n, 1, "two servers lead at once");
+        if (n < 2)
+            two_since = -1;
+        else if (two_since < 0)
+            two_since = now_ms();
+        cr_assert(n < 2 || now_ms() - two_since <= T_MS,
+                  "two servers lead at once for more than the session timeout (%d ms)", T_MS);
         if (n == 1)
             return which;
         cr_assert_lt(now_ms(), deadline, "no server leads after %d ms", timeout_ms);
