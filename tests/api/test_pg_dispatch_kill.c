@@ -249,15 +249,18 @@ static int64_t wait_round_jobs(int r, long long n, int timeout_ms, qd_t *startin
     }
 }
 
-/* Each build's insert takes 2 ms longer (a trigger of the test's own on the schema). Without it
- * the master's writer lanes commit a round's builds side by side within a few ms of the first,
- * a window that the kill's moment, taken by polling, misses whenever the machine is busy; with
- * it the rest of a round commits about 100 ms after the first build is visible. */
+/* Each build's insert takes 2, 4 or 6 ms longer (a trigger of the test's own on the schema),
+ * by its transaction's id. Without it the master's writer lanes commit a round's builds side by
+ * side within a few ms of the first, a window that the kill's moment, taken by polling, misses
+ * whenever the machine is busy. The same delay for every transaction was not enough: the two
+ * lanes' batches of 48 then took about 100 ms each side by side and still committed within a
+ * few ms of each other (13 of 50 kills landed on a quiet machine). With delays that differ from
+ * one transaction to the next, a round's commits are about 100 ms apart. */
 static void slow_build_inserts(void) {
     char sql[512];
     snprintf(sql, sizeof sql,
              "CREATE FUNCTION %s.qt_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-             "PERFORM pg_sleep(0.002); RETURN NEW; END $$; CREATE TRIGGER qt_slow_insert BEFORE "
+             "PERFORM pg_sleep(0.002 * (1 + txid_current() %% 3)); RETURN NEW; END $$; CREATE TRIGGER qt_slow_insert BEFORE "
              "INSERT ON %s.jobs FOR EACH ROW EXECUTE FUNCTION %s.qt_slow_insert()",
              schema, schema, schema);
     PGresult *r = PQexec(pg, sql);
