@@ -260,8 +260,9 @@ static void slow_build_inserts(void) {
     char sql[512];
     snprintf(sql, sizeof sql,
              "CREATE FUNCTION %s.qt_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-             "PERFORM pg_sleep(0.002 * (1 + txid_current() %% 3)); RETURN NEW; END $$; CREATE TRIGGER qt_slow_insert BEFORE "
-             "INSERT ON %s.jobs FOR EACH ROW EXECUTE FUNCTION %s.qt_slow_insert()",
+             "PERFORM pg_sleep(0.002 * (1 + txid_current() %% 3)); RETURN NEW; END $$; "
+             "CREATE TRIGGER qt_slow_insert BEFORE INSERT ON %s.jobs FOR EACH ROW "
+             "EXECUTE FUNCTION %s.qt_slow_insert()",
              schema, schema, schema);
     PGresult *r = PQexec(pg, sql);
     cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
