@@ -551,23 +551,32 @@ UNUSED static json_t *find_job(const qd_t *q, const char *project, const char *i
     return found;
 }
 
-/* Waits until the job's job_state is state; asserts within timeout_ms. */
-UNUSED static void wait_job_state(const qd_t *q, const char *project, const char *id,
-                                  const char *state, int timeout_ms) {
+/* Polls until the job's job_state is state: true, or false once timeout_ms passed, with the
+ * state it was in last in last[32]. */
+UNUSED static bool job_state_within(const qd_t *q, const char *project, const char *id,
+                                    const char *state, int timeout_ms, char *last) {
     int64_t deadline = now_ms() + timeout_ms;
-    char last[32] = "(not listed)";
+    snprintf(last, 32, "(not listed)");
     for (;;) {
         json_t *j = find_job(q, project, id);
         if (j) {
-            snprintf(last, sizeof last, "%s", jstr(j, "job_state"));
+            snprintf(last, 32, "%s", jstr(j, "job_state"));
             json_decref(j);
             if (strcmp(last, state) == 0)
-                return;
+                return true;
         }
-        cr_assert(now_ms() < deadline, "job %s is still %s after %d ms, expected %s", id, last,
-                  timeout_ms, state);
+        if (now_ms() >= deadline)
+            return false;
         poll_pause();
     }
+}
+
+/* Waits until the job's job_state is state; asserts within timeout_ms. */
+UNUSED static void wait_job_state(const qd_t *q, const char *project, const char *id,
+                                  const char *state, int timeout_ms) {
+    char last[32];
+    cr_assert(job_state_within(q, project, id, state, timeout_ms, last),
+              "job %s is still %s after %d ms, expected %s", id, last, timeout_ms, state);
 }
 
 /* Waits until the server's log contains needle. */
