@@ -3,16 +3,48 @@
  * lock, test_zk_dispatch_kill.c on ZooKeeper): each round made one new daily cycle due for every
  * model of project "p" and stopped the master while it submitted them. At the end every model
  * must have, for every round, exactly one INC_BUILD submitted by System, ended SUCCEED, with its
- * one READY segment of that round's day, and nothing else. Include after rest_util.h.
+ * one READY segment of that round's day, and nothing else. Include after rest_util.h. On
+ * PostgreSQL both slow the servers' build inserts (dr_slow_build_inserts) so that a round's
+ * commits are spread and a stop can land between them.
  */
 #ifndef QL_TEST_DISPATCH_ROUNDS_H
 #define QL_TEST_DISPATCH_ROUNDS_H
 
 #include "rest_util.h"
 #include "storage/storage.h"
+#include "tests/common/store_util.h"
+
+#include <libpq-fe.h>
 
 #define DR_DAY 86400000LL
 #define DR_MAX_OFFSET 170 /* days back from the check's "today" a round may target */
+
+/* Each build's insert into the schema of the store the servers of data_dir share takes 2, 4 or 6
+ * ms longer, by its transaction's id (a trigger of the test's own). Without it the master's
+ * writer lanes commit a round's builds side by side within a few ms of the first, a window that
+ * a stop's moment, taken by polling, misses whenever the machine is busy. The same delay for
+ * every transaction was not enough: the two lanes' batches of 48 then took about 100 ms each side
+ * by side and still committed within a few ms of each other (13 of 50 kills landed on a quiet
+ * machine). With delays that differ from one transaction to the next, a round's commits are
+ * about 100 ms apart. */
+UNUSED static void dr_slow_build_inserts(const char *data_dir) {
+    const char *settings[2];
+    cr_assert_eq(ql_test_store_settings(data_dir, settings), 2);
+    const char *schema = strchr(settings[1], '=') + 1;
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "CREATE FUNCTION %s.qt_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+             "PERFORM pg_sleep(0.002 * (1 + txid_current() %% 3)); RETURN NEW; END $$; "
+             "CREATE TRIGGER qt_slow_insert BEFORE INSERT ON %s.jobs FOR EACH ROW "
+             "EXECUTE FUNCTION %s.qt_slow_insert()",
+             schema, schema, schema);
+    PGconn *c = PQconnectdb(ql_test_pg_url());
+    cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));
+    PGresult *r = PQexec(c, sql);
+    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+}
 
 typedef struct dr_seen {
     int jobs[DR_MAX_OFFSET], segments[DR_MAX_OFFSET];

@@ -45,7 +45,7 @@
 _Static_assert(MAX_OFFSET <= DR_MAX_OFFSET, "the checks count days back up to DR_MAX_OFFSET");
 /* The kill comes a random delay after the round's first build is visible, at most max_delay
  * ms. The writer takes at most 48 builds per transaction, so the first commit leaves at least 52
- * of the 100 for more, which take about 100 ms (slow_build_inserts) to 200 ms depending on the
+ * of the 100 for more, which take about 100 ms (dr_slow_build_inserts) to 200 ms depending on the
  * machine and its load: the bound starts at FIRST_DELAY_MS, halves after
  * a kill that came after the last commit and grows by 2 ms (up to MAX_DELAY_MS) after one that
  * came before, so that most kills land in the submissions however fast they go. */
@@ -249,26 +249,6 @@ static int64_t wait_round_jobs(int r, long long n, int timeout_ms, qd_t *startin
     }
 }
 
-/* Each build's insert takes 2, 4 or 6 ms longer (a trigger of the test's own on the schema),
- * by its transaction's id. Without it the master's writer lanes commit a round's builds side by
- * side within a few ms of the first, a window that the kill's moment, taken by polling, misses
- * whenever the machine is busy. The same delay for every transaction was not enough: the two
- * lanes' batches of 48 then took about 100 ms each side by side and still committed within a
- * few ms of each other (13 of 50 kills landed on a quiet machine). With delays that differ from
- * one transaction to the next, a round's commits are about 100 ms apart. */
-static void slow_build_inserts(void) {
-    char sql[512];
-    snprintf(sql, sizeof sql,
-             "CREATE FUNCTION %s.qt_slow_insert() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-             "PERFORM pg_sleep(0.002 * (1 + txid_current() %% 3)); RETURN NEW; END $$; "
-             "CREATE TRIGGER qt_slow_insert BEFORE INSERT ON %s.jobs FOR EACH ROW "
-             "EXECUTE FUNCTION %s.qt_slow_insert()",
-             schema, schema, schema);
-    PGresult *r = PQexec(pg, sql);
-    cr_assert_eq(PQresultStatus(r), PGRES_COMMAND_OK, "%s", PQerrorMessage(pg));
-    PQclear(r);
-}
-
 static void run_round(ql_store_t *store, int r, int *master, int64_t *max_delay) {
     round_t *o = &R[r];
     int64_t offset = OFFSET(r);
@@ -370,7 +350,7 @@ Test(pg_dispatch_kill, sigkill_of_the_master_during_submissions_leaves_one_build
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
     create_models(store);
-    slow_build_inserts();
+    dr_slow_build_inserts(S[0].data);
 
     unsigned seed =
         getenv("QL_CRASH_SEED") ? (unsigned)atoi(getenv("QL_CRASH_SEED")) : (unsigned)time(NULL);

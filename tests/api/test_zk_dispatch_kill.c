@@ -431,6 +431,8 @@ Test(zk_dispatch_kill, leaders_stopped_during_submissions_leave_one_build_per_cy
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
     create_models(store);
+    if (strcmp(ql_test_store_backend(), "lmdb"))
+        dr_slow_build_inserts(S[0].data);
 
     unsigned seed =
         getenv("QL_CRASH_SEED") ? (unsigned)atoi(getenv("QL_CRASH_SEED")) : (unsigned)time(NULL);
