@@ -1,6 +1,7 @@
 /* Facts about processes, from /proc: see ql_procinfo.h. */
 #include "base/ql_procinfo.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
+
+/* include/linux/sched.h: set as do_exit() begins (proc(5) names that header for field 9). */
+#define PF_EXITING 0x00000004u
 
 /* Parses /proc/<dir>/stat. The command (field 2) is in parentheses and may hold spaces and
  * parentheses itself, so the fields are counted from its last ')'. */
@@ -31,8 +35,12 @@ static int read_stat(const char *dir, ql_proc_info_t *out) {
         return UV_EINVAL;
     p += 2;
     out->state = *p;
-    /* p is at field 3; the start time is field 22. */
+    /* p is at field 3: the group is field 5, the flags field 9, the start time field 22. */
     for (int field = 3; field < 22; field++) {
+        if (field == 5)
+            out->pgrp = (pid_t)strtol(p, NULL, 10);
+        else if (field == 9)
+            out->exiting = (strtoull(p, NULL, 10) & PF_EXITING) != 0;
         p = strchr(p, ' ');
         if (!p)
             return UV_EINVAL;
@@ -78,6 +86,26 @@ int ql_proc_kill(pid_t pid, uint64_t start, int sig) {
         rc = errno == ESRCH ? UV_ESRCH : -errno;
     close(pfd);
     return rc;
+}
+
+bool ql_proc_group_running(pid_t pgid) {
+    if (pgid <= 0 || (kill(-pgid, 0) != 0 && errno == ESRCH))
+        return false;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return true; /* cannot tell: the caller must not take the group for stopped */
+    bool running = false;
+    struct dirent *e;
+    while (!running && (e = readdir(d))) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        ql_proc_info_t info = {0};
+        if (read_stat(e->d_name, &info) == 0 && info.pgrp == pgid && info.state != 'Z' &&
+            info.state != 'X' && !info.exiting)
+            running = true;
+    }
+    closedir(d);
+    return running;
 }
 
 int64_t ql_boot_ms(void) {

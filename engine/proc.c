@@ -7,6 +7,8 @@
  *   spawned -> [stop: SIGTERM to the group, grace timer]
  *           -> [grace expiry: SIGKILL to the group, drain timer]
  *           -> completed (exited && both pipes at EOF, or exited && drain expired)
+ *           -> [stopped: the group SIGKILLed, polled until none of it runs code, at most
+ *               QL_PROC_DRAIN_MS]
  *           -> exit callback (once) -> closing (all handles) -> close callback -> free.
  * Invariants: the exit callback runs at most once and never after ql_proc_close(); the memory
  * is freed only when the last of the handles' close callbacks ran; a uv_process_t is closed
@@ -18,6 +20,8 @@
  * parent closes its write ends right after uv_spawn(): otherwise EOF would never come.
  */
 #include "engine/ql_proc.h"
+
+#include "base/ql_procinfo.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +38,7 @@ enum {
     QL_PROC_READ_CHUNK = 65536,
     QL_PROC_STATUS_FD = 3, /* the helper's fd for exec errors, see tools/qilin-exec.c */
     QL_PROC_MIN_ALLOC = 4096,
+    QL_PROC_GROUP_POLL_MS = 1, /* a SIGKILLed process is gone within a scheduling round */
 };
 
 /* The tail of the output: a ring of at most cap bytes, grown on demand up to cap. While it has
@@ -79,6 +84,8 @@ struct ql_proc {
     bool force_eof; /* stop waiting for EOF once the process exited */
     bool timed_out;
     bool completed;
+    bool group_lingered;    /* the report stopped waiting for the stopped group to go */
+    uint64_t group_wait_ns; /* when the wait for a stopped group began */
     bool close_requested;
     bool closing; /* handles are being closed */
     char file[256];
@@ -341,6 +348,21 @@ static void close_handles(ql_proc_t *proc) {
 
 /* ---- completion ---- */
 
+static void report(ql_proc_t *proc);
+
+/* Polls a stopped step's group until nothing of it runs code, or until QL_PROC_DRAIN_MS have
+ * passed (a process stuck in an uninterruptible sleep, say on a dead NFS server, dies only when
+ * the kernel lets it): then it reports anyway and says so. */
+static void group_wait_cb(uv_timer_t *timer) {
+    ql_proc_t *proc = timer->data;
+    bool running = ql_proc_group_running(proc->pid);
+    if (running && uv_hrtime() - proc->group_wait_ns < (uint64_t)QL_PROC_DRAIN_MS * 1000000u)
+        return;
+    uv_timer_stop(timer);
+    proc->group_lingered = running;
+    report(proc);
+}
+
 static void complete(ql_proc_t *proc) {
     proc->completed = true;
     uv_timer_stop(&proc->timeout_timer);
@@ -357,7 +379,20 @@ static void complete(ql_proc_t *proc) {
         close_handles(proc);
         return;
     }
+    /* A stopped step's group was signalled, but a signalled process runs on until the kernel
+     * schedules its exit: the report waits until none of it runs code, so that what comes next
+     * (the step's next try, a resumed job) never overlaps the stopped try. */
+    if (proc->stop_reason != QL_PROC_STOP_NONE && ql_proc_group_running(proc->pid)) {
+        proc->group_wait_ns = uv_hrtime();
+        uv_timer_start(&proc->grace_timer, group_wait_cb, QL_PROC_GROUP_POLL_MS,
+                       QL_PROC_GROUP_POLL_MS);
+        return;
+    }
+    report(proc);
+}
 
+/* Hands the result to the exit callback: the last thing a completed proc does before closing. */
+static void report(ql_proc_t *proc) {
     ql_proc_result_t result;
     memset(&result, 0, sizeof result);
     result.exit_status = proc->exit_status;
@@ -367,6 +402,7 @@ static void complete(ql_proc_t *proc) {
     result.output_total = proc->ring.total;
     result.log_error = proc->log_error;
     result.output_incomplete = !(proc->out_eof && proc->status_eof);
+    result.group_lingered = proc->group_lingered;
     result.duration_ms = (int64_t)((uv_hrtime() - proc->start_ns) / 1000000);
     result.timeout_ms = proc->timeout_ms;
     memcpy(result.file, proc->file, sizeof result.file);

@@ -144,6 +144,15 @@ static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
      * back to READY after this, and its next try must not meet what it left. */
     if ((res->stop_reason != QL_PROC_STOP_NONE || t->sweep_always) && t->token[0])
         t->swept_rc = sweep_stopped_try(t);
+    if (res->group_lingered) {
+        char id[QL_ID_STR_LEN + 1];
+        ql_id_format(&t->job->id, id);
+        ql_log(t->env->opts->log, QL_LOG_WARN, "scheduler",
+               "a process of the stopped step's group still ran %d ms after SIGKILL step=%02u "
+               "job=%s pgid=%d: it is stuck in the kernel (an uninterruptible sleep) and dies "
+               "when the kernel lets it",
+               QL_PROC_DRAIN_MS, t->seq, id, (int)ql_proc_pgid(proc));
+    }
     ql_proc_verdict_t v;
     ql_proc_classify(res, t->def->warning_exit_code > 0 ? t->def->warning_exit_code : -1, &v);
     t->outcome = v.outcome == QL_PROC_SUCCEED   ? QL_SUCCEED

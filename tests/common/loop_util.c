@@ -1,6 +1,8 @@
 /* Helpers for tests that drive a real libuv loop and real processes. */
 #include "tests/common/loop_util.h"
 
+#include "base/ql_procinfo.h"
+
 #include <criterion/criterion.h>
 
 #include <dirent.h>
@@ -49,21 +51,7 @@ bool ql_test_proc_stat(long pid, char *state, long *ppid, long *pgrp) {
 }
 
 bool ql_test_group_gone(int pgid) {
-    if (kill(-pgid, 0) == -1 && errno == ESRCH)
-        return true;
-    DIR *d = opendir("/proc");
-    if (!d)
-        return false;
-    bool alive = false;
-    struct dirent *e;
-    while (!alive && (e = readdir(d))) {
-        long pid = strtol(e->d_name, NULL, 10), ppid, pgrp;
-        char state;
-        if (pid > 0 && ql_test_proc_stat(pid, &state, &ppid, &pgrp) && pgrp == pgid && state != 'Z')
-            alive = true;
-    }
-    closedir(d);
-    return !alive;
+    return !ql_proc_group_running(pgid);
 }
 
 bool ql_test_cond_group_gone(const void *arg) {

@@ -66,7 +66,10 @@ start() {
             echo "port = $port"
             echo "unix_socket_directories = '$pgdir'"
             echo "shared_buffers = 32MB"
-            echo "max_connections = 60"
+            # Two suites at once, each with up to three servers of a pool of 6 plus their
+            # lock and listen sessions: 60 came close enough that a refused session was a
+            # suspect in a stalled multi-host run. A session slot costs a few hundred KiB.
+            echo "max_connections = 150"
             echo "fsync = on"
         } > "$pgdir/data/qilin.conf"
         grep -q "include 'qilin.conf'" "$pgdir/data/postgresql.conf" ||

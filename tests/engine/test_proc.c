@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "base/ql_procinfo.h"
 #include "engine/ql_proc.h"
 
 #define HELPER QL_BUILD_DIR "/tools/qilin-exec"
@@ -41,8 +42,9 @@ typedef struct run {
     ql_proc_t *proc;
     int exits;
     int closes;
-    ql_proc_result_t result; /* copy of the callback's result; output owned by the test */
-    char dir[64];            /* a fresh temporary directory */
+    ql_proc_result_t result;    /* copy of the callback's result; output owned by the test */
+    bool group_running_at_exit; /* a process of the group still ran code at the callback */
+    char dir[64];               /* a fresh temporary directory */
 } run_t;
 
 /* ---- helpers ---- */
@@ -98,6 +100,7 @@ static void on_exit_cb(ql_proc_t *proc, ql_proc_result_t *result, void *arg) {
     cr_assert_eq(proc, run->proc);
     run->exits++;
     run->result = *result;
+    run->group_running_at_exit = ql_proc_group_running(ql_proc_pgid(proc));
     /* Take the output, as the job runner does to hand it to the store without a copy. */
     result->output = NULL;
 }
@@ -477,6 +480,35 @@ Test(proc, stop_terminates_whole_group) {
     cr_assert_eq(errno, ESRCH);
     cr_assert_eq(kill(background, 0), -1, "the background sleep is still there");
     cr_assert_eq(errno, ESRCH);
+    run_fini(&run);
+}
+
+Test(proc, a_stopped_step_reports_once_nothing_of_its_group_runs) {
+    /* Twenty members hold no pipe: the leader's exit and EOF come while they may still be on
+     * their way out, and the report must wait for them (ql_proc.h, Completion). */
+    become_subreaper();
+    run_t run;
+    run_init(&run);
+    char log[PATH_MAX];
+    snprintf(log, sizeof log, "%s/step.log", run.dir);
+    const char *argv[] = {"sh", "-c",
+                          "i=0; while [ $i -lt 20 ]; do sleep 30 >/dev/null 2>&1 & i=$((i+1)); "
+                          "done; echo ready; exec sleep 30",
+                          NULL};
+    ql_proc_spec_t spec;
+    spec_for(&run, &spec, argv);
+    spec.log_path = log;
+    start(&run, &spec);
+    pid_t pgid = ql_proc_pgid(run.proc);
+    const char *ready[] = {log, "ready"};
+    cr_assert(drive_until(&run, log_contains, ready, DEADLINE_MS), "the step never got ready");
+    cr_assert_eq(ql_proc_stop(run.proc, QL_PROC_STOP_RESTART), 0);
+    wait_exit(&run);
+    cr_assert_not(run.group_running_at_exit,
+                  "the exit callback ran while a process of group %d still ran", (int)pgid);
+    cr_assert_not(run.result.group_lingered);
+    int sigs[32], n;
+    cr_assert(reap_group(pgid, sigs, 32, &n), "processes of group %d are left", (int)pgid);
     run_fini(&run);
 }
 

@@ -19,6 +19,8 @@ typedef struct ql_proc_info {
     char state;     /* /proc/PID/stat field 3: R, S, D, T (stopped), t (traced), Z, ... */
     uint64_t start; /* field 22: start time in clock ticks since boot */
     uid_t uid;      /* the owner of /proc/PID: the process's effective uid */
+    pid_t pgrp;     /* field 5: its process group */
+    bool exiting;   /* field 9 has PF_EXITING: it has begun to exit and runs no code of its own */
 } ql_proc_info_t;
 
 /* Reads pid's facts. Returns 0, UV_ESRCH when there is no such process, or another negative
@@ -34,6 +36,14 @@ static inline bool ql_proc_is_stopped(char state) {
 /* Sends sig to the process named by pid and start time, if it still is that process. Returns 0,
  * UV_ESRCH when it is gone or the pid names another process now, or another negative error. */
 int ql_proc_kill(pid_t pid, uint64_t start, int sig);
+/*
+ * Whether a process of group pgid may still run code of its own: one that is neither a zombie
+ * nor exiting (PF_EXITING). A process killed by a signal keeps its entry, its state and, for a
+ * moment, even its memory while the kernel tears it down; only these two facts say it is done.
+ * One kill(-pgid, 0) answers for a group that is gone altogether; otherwise one pass over /proc
+ * (a zombie nobody has reaped yet keeps the group's number taken). Thread-safe.
+ */
+bool ql_proc_group_running(pid_t pgid);
 /* Milliseconds of CLOCK_BOOTTIME: monotonic, shared by every process of the host, and counting
  * time suspended, so a lease read by another process means the same thing. */
 int64_t ql_boot_ms(void);

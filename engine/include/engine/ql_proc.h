@@ -32,7 +32,12 @@
  * step that handed its pipe to a process that left the group (setsid): after a stop has
  * escalated to SIGKILL and the process has exited, the proc waits QL_PROC_DRAIN_MS more and then
  * completes without that EOF. Without a timeout or a stop, such a step is waited for as long as
- * the pipe stays open (Kylin waits for the stream's EOF too).
+ * the pipe stays open (Kylin waits for the stream's EOF too). A stopped step's exit callback
+ * also waits until no process of its group runs code (ql_proc_group_running(): each is a zombie
+ * or exiting): a signal is delivered when the kernel next schedules its target, and a process
+ * that closed its pipes may still be on its way out, so without the wait what the caller starts
+ * next could overlap the stopped try by a moment. The wait is at most QL_PROC_DRAIN_MS; past it
+ * the result says group_lingered.
  *
  * Timers. Timeout and grace use uv_timer_t on the proc's loop, not a ql_clock_t: they measure a
  * real process running in real time, which a virtual clock standing still cannot stop.
@@ -111,6 +116,8 @@ typedef struct ql_proc_result {
     int log_error;                     /* first error writing the log (UV_E*), 0 if none; the
                                           log stops at that point, the in-memory copy does not */
     bool output_incomplete;            /* completed without the pipes' EOF (see DESIGN) */
+    bool group_lingered;               /* stopped, and a process of its group still ran code
+                                          QL_PROC_DRAIN_MS after (see Completion) */
     int64_t duration_ms;               /* from spawn to completion */
     int64_t timeout_ms;                /* the spec's timeout, for messages */
     char file[256];                    /* argv[0], possibly cut, for messages */

@@ -1,0 +1,89 @@
+/*
+ * Tests of base/procinfo.c's group check, ql_proc_group_running(), with real processes: one row
+ * per state a member of a group can be in (base/ql_procinfo.h).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/ql_procinfo.h"
+
+#define DEADLINE_MS 10000
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A child in a group of its own that waits to be killed; returns its pid (= the group). */
+static pid_t spawn_group(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* No assertion here: the test framework reports even passing ones from the child. The
+         * alarm ends it should the test fail before killing it. */
+        alarm(60);
+        setpgid(0, 0);
+        for (;;)
+            pause();
+    }
+    cr_assert_geq(pid, 0);
+    /* Both sides set it, so that the parent's checks never race the child's setpgid(). */
+    setpgid(pid, pid);
+    return pid;
+}
+
+/* Polls pid's /proc state until it is want (a deadline, not a sleep). */
+static bool state_becomes(pid_t pid, char want) {
+    int64_t end = now_ms() + DEADLINE_MS;
+    ql_proc_info_t info;
+    while (now_ms() < end)
+        if (ql_proc_info(pid, &info) == 0 && info.state == want)
+            return true;
+    return false;
+}
+
+Test(group_running, a_group_with_no_process_is_not_running) {
+    pid_t pid = spawn_group();
+    kill(pid, SIGKILL);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    cr_assert_not(ql_proc_group_running(pid));
+}
+
+Test(group_running, a_live_member_is_running) {
+    pid_t pid = spawn_group();
+    cr_assert(ql_proc_group_running(pid));
+    ql_proc_info_t info;
+    cr_assert_eq(ql_proc_info(pid, &info), 0);
+    cr_assert_eq(info.pgrp, pid, "the group is read from field 5");
+    cr_assert_not(info.exiting);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+Test(group_running, a_stopped_member_is_running_it_runs_again_when_continued) {
+    pid_t pid = spawn_group();
+    kill(pid, SIGSTOP);
+    cr_assert(state_becomes(pid, 'T'));
+    cr_assert(ql_proc_group_running(pid));
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+Test(group_running, a_zombie_member_is_not_running) {
+    pid_t pid = spawn_group();
+    kill(pid, SIGKILL);
+    cr_assert(state_becomes(pid, 'Z'), "the unreaped child never showed as a zombie");
+    cr_assert_eq(kill(-pid, 0), 0, "a zombie keeps the group's number taken");
+    cr_assert_not(ql_proc_group_running(pid));
+    waitpid(pid, NULL, 0);
+}
+
+Test(group_running, no_group_number_is_running) {
+    cr_assert_not(ql_proc_group_running(0));
+    cr_assert_not(ql_proc_group_running(-5));
+}
