@@ -215,6 +215,18 @@ static void dump_logs(void) {
     }
 }
 
+/* What a failing assertion needs to be explained: the servers (by pid), the trace's lines of
+ * job and the end of both servers' logs. */
+static void dump_trace(const trace_t *t, const char *job) {
+    fprintf(stderr, "---- s0 is pid %ld, s1 is pid %ld; the trace of job %s:\n", spid[0], spid[1],
+            job);
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->e[i].job, job))
+            fprintf(stderr, "%s %d %ld %lld\n", t->e[i].what, t->e[i].seq, t->e[i].pid,
+                    (long long)t->e[i].ms);
+    dump_logs();
+}
+
 /* Waits until the trace has `want` "start" lines of step seq. */
 static void wait_starts(int seq, int want, int timeout_ms) {
     static trace_t t;
@@ -260,7 +272,11 @@ Test(zk_sched2, a_killed_job_server_s_jobs_are_resumed_by_the_other_from_their_s
     int on[N] = {0};
     for (int k = 0; k < JOBS; k++) {
         long pid[8];
-        cr_assert_eq(lines(&t, "start", jobs[k], 1, pid), 1);
+        int n = lines(&t, "start", jobs[k], 1, pid);
+        if (n != 1)
+            dump_trace(&t, jobs[k]);
+        cr_assert_eq(n, 1, "job %s: %d tries of step 1 started before any was released", jobs[k],
+                     n);
         on[pid[0] == spid[1]]++;
     }
     cr_assert_eq(on[0], JOBS / N, "each server runs its max-concurrent-jobs: s0 runs %d", on[0]);

@@ -41,9 +41,12 @@ static pid_t spawn_group(void) {
 static bool state_becomes(pid_t pid, char want) {
     int64_t end = now_ms() + DEADLINE_MS;
     ql_proc_info_t info;
-    while (now_ms() < end)
+    while (now_ms() < end) {
         if (ql_proc_info(pid, &info) == 0 && info.state == want)
             return true;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
     return false;
 }
 
