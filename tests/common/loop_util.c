@@ -5,10 +5,7 @@
 
 #include <criterion/criterion.h>
 
-#include <dirent.h>
-#include <errno.h>
 #include <ftw.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
