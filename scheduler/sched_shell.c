@@ -149,8 +149,8 @@ static void proc_exited(ql_proc_t *proc, ql_proc_result_t *res, void *arg) {
         ql_id_format(&t->job->id, id);
         ql_log(t->env->opts->log, QL_LOG_WARN, "scheduler",
                "a process of the stopped step's group still ran %d ms after SIGKILL step=%02u "
-               "job=%s pgid=%d: it is stuck in the kernel (an uninterruptible sleep) and dies "
-               "when the kernel lets it",
+               "job=%s pgid=%d, or /proc could not be read to tell: a process stuck in the "
+               "kernel (an uninterruptible sleep) dies when the kernel lets it",
                QL_PROC_DRAIN_MS, t->seq, id, (int)ql_proc_pgid(proc));
     }
     ql_proc_verdict_t v;

@@ -41,7 +41,8 @@ int ql_proc_kill(pid_t pid, uint64_t start, int sig);
  * nor exiting (PF_EXITING). A process killed by a signal keeps its entry, its state and, for a
  * moment, even its memory while the kernel tears it down; only these two facts say it is done.
  * One kill(-pgid, 0) answers for a group that is gone altogether; otherwise one pass over /proc
- * (a zombie nobody has reaped yet keeps the group's number taken). Thread-safe.
+ * (a zombie nobody has reaped yet keeps the group's number taken). When /proc cannot be read the
+ * answer is true: a caller must not take a group it cannot see for stopped. Thread-safe.
  */
 bool ql_proc_group_running(pid_t pgid);
 /* Milliseconds of CLOCK_BOOTTIME: monotonic, shared by every process of the host, and counting
