@@ -53,7 +53,19 @@ int pg_exec(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, PGresult **res) {
 int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
     if (t->failed || !pg_prepared_has(t->conn, (unsigned)stmt))
         return pg_exec(t, stmt, p, NULL); /* prepared by this run, deferred from the next */
-    return pg_queue_args(t, stmt, p);
+    return pg_queue_args(t, stmt, p, 0);
+}
+
+int pg_defer_row(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, int none_err) {
+    if (!t->failed && pg_prepared_has(t->conn, (unsigned)stmt))
+        return pg_queue_args(t, stmt, p, none_err);
+    PGresult *r;
+    int rc = pg_exec(t, stmt, p, &r); /* prepared by this run, deferred from the next */
+    if (rc)
+        return rc;
+    bool none = PQntuples(r) == 0;
+    PQclear(r);
+    return none ? none_err : 0;
 }
 
 int pg_exec_pair(pg_txn_t *t, pg_stmt_t s1, const pg_params_t *p1, pg_stmt_t s2,

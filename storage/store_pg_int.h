@@ -102,6 +102,7 @@ typedef struct pg_queued {
     bool lock;            /* the model lock (PG_LOCK_STMT) of the key in sql, in decimal */
     unsigned level;       /* the savepoint level that queued it */
     int stmt;             /* >= 0: a deferred write, prepared statement stmt (pg_defer) */
+    int none_err;         /* a deferred write that must return a row: else its level fails so */
     struct pg_args *args; /* owned: its parameters, copied */
 } pg_queued_t;
 
@@ -256,10 +257,13 @@ int pg_flush(pg_txn_t *t);
 /* Queues prepared statement stmt (already prepared on t's connection) with a copy of p, as a
  * Q_LEVEL command of t: a write whose answer is only its success. Returns 0 or the error of a
  * send that a full queue needed. */
-int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, int none_err);
 /* Runs prepared stmt with p in t, or queues it (pg_queue_args) when the connection has it
  * prepared: it then goes out with the level's next statement, or when the level ends. */
 int pg_defer(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p);
+/* The same for a write whose statement returns the row it changed (RETURNING): one that
+ * returns none fails the level with none_err, when it is answered (at once when run at once). */
+int pg_defer_row(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, int none_err);
 /* Whether a deferred write is queued on c; dropping the queue unsent (freeing what it owns). */
 bool pg_queue_has_writes(const pg_conn_t *c);
 void pg_queue_clear(pg_conn_t *c);

@@ -76,9 +76,11 @@ typedef struct {
     PGresult *out[PG_CALLS_MAX]; /* their results */
     char xid[32];
     int xid_step;
+    int none_err; /* the first error is a deferred write that returned no row: this one */
 } pipe_res_t;
 
-static void read_results(PGconn *c, int steps, pipe_res_t *pr) {
+/* q[0..n): the queued commands, the pipeline's first steps. */
+static void read_results(PGconn *c, const pg_queued_t *q, int n, int steps, pipe_res_t *pr) {
     bool lost = false;
     for (int i = 0; i < steps && !lost; i++) {
         PGresult *r = PQgetResult(c);
@@ -99,6 +101,12 @@ static void read_results(PGconn *c, int steps, pipe_res_t *pr) {
                 pr->first_err = i;
                 pr->err_r = r;
                 r = NULL;
+            }
+        } else if (i < n && q[i].none_err && PQntuples(r) == 0) {
+            /* The server ran it (and what followed); its level fails as if it had refused. */
+            if (pr->first_err < 0) {
+                pr->first_err = i;
+                pr->none_err = q[i].none_err;
             }
         } else if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
             if (i == pr->xid_step && PQntuples(r) == 1)
@@ -186,7 +194,7 @@ static int pipeline(pg_txn_t *t, const pg_call_t *calls, int ncalls, PGresult **
     queued_free(q, n);
     bool ok = steps >= 0;
     if (ok)
-        read_results(c, steps, &pr);
+        read_results(c, q, n, steps, &pr);
     else
         pr.first_err = n; /* a send failed: the transaction with it */
     if (!PQexitPipelineMode(c) && pr.first_err < 0)
@@ -205,7 +213,7 @@ static int pipeline(pg_txn_t *t, const pg_call_t *calls, int ncalls, PGresult **
         return 0;
     }
     clear_outs(&pr);
-    int rc = pg_result_err(t, pr.err_r);
+    int rc = pr.none_err ? (t->failed = pr.none_err) : pg_result_err(t, pr.err_r);
     PQclear(pr.err_r);
     /* A queued command of the transaction, or of another level, failed: so does the transaction
      * (a level that was answered as applied may not have been). A lost connection fails it too. */
@@ -281,11 +289,12 @@ int pg_queue(pg_txn_t *t, const char *sql, pg_qkind_t kind) {
     q->lock = false;
     q->level = t->level;
     q->stmt = -1;
+    q->none_err = 0;
     q->args = NULL;
     return 0;
 }
 
-int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
+int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p, int none_err) {
     size_t total = 0;
     for (int i = 0; i < p->n; i++)
         total += p->v[i] ? (size_t)p->len[i] : 0;
@@ -310,6 +319,7 @@ int pg_queue_args(pg_txn_t *t, pg_stmt_t stmt, const pg_params_t *p) {
     }
     pg_queued_t *q = &t->conn->queued[t->conn->n_queued - 1];
     q->stmt = (int)stmt;
+    q->none_err = none_err;
     q->args = a;
     return 0;
 }

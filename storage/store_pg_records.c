@@ -579,9 +579,9 @@ int pg_job_get(ql_txn_t *bt, const ql_id_t *id, unsigned flags, ql_job_t *out) {
 }
 
 /* Writes job j (parameters p) under the model lock (carry: the update takes it, key *carry): an
- * update of a row this transaction holds (pg_row_find) at once; otherwise an insert, and only when
- * its id is taken, the old row read FOR UPDATE and updated. *existed, *was: the old row and its
- * state. */
+ * update of a row this transaction holds (pg_row_find), deferred; otherwise an insert, and only
+ * when its id is taken, the old row read FOR UPDATE and updated. *existed, *was: the old row and
+ * its state. */
 static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, const int64_t *carry,
                      bool *existed, ql_state_t *was) {
     const pg_jobrow_t *row = pg_row_find(t, &j->id);
@@ -614,13 +614,14 @@ static int job_write(pg_txn_t *t, const ql_job_t *j, const pg_params_t *p, const
         return QL_EINVAL;
     *existed = true;
     *was = (ql_state_t)row->state;
-    if ((rc = pg_exec(t, carry ? S_JOB_UPDATE_LOCK : S_JOB_UPDATE, p, &r)))
+    /* Its answer is only its success: it goes out with the level's next statement (the server
+     * runs it first, model lock and all), and a row that is gone, though this transaction holds
+     * it, fails the level then. */
+    if ((rc = pg_defer_row(t, carry ? S_JOB_UPDATE_LOCK : S_JOB_UPDATE, p, QL_ECORRUPT)))
         return rc;
     if (carry)
         pg_lock_carried(t, *carry);
-    bool updated = PQntuples(r) == 1;
-    PQclear(r);
-    return updated ? 0 : QL_ECORRUPT; /* the row this transaction holds is gone */
+    return 0;
 }
 
 /* Under the model lock. A new job that would overlap a live job of its model is refused by the

@@ -166,3 +166,142 @@ Test(pg_pipe, nested_levels_that_run_nothing_leave_the_transaction_as_it_was) {
     cr_assert_eq(ql_txn_commit(t), 0);
     ql_store_close(s);
 }
+
+/* ---- a job update of a held row, sent with the next statement (pg_defer_row) ---- */
+
+static void put_job_state(ql_store_t *s, ql_job_t j, ql_state_t st) {
+    ql_txn_t *t;
+    ql_job_t got;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_job_get(t, &j.id, 0, &got), 0);
+    ql_job_free(&got);
+    j.state = st;
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+}
+
+static bool has_project(ql_store_t *s, const char *name) {
+    ql_txn_t *t;
+    ql_project_t p;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    int rc = ql_project_get(t, name, 0, &p);
+    ql_txn_abort(t);
+    if (!rc)
+        ql_project_free(&p);
+    return rc == 0;
+}
+
+static int new_project(ql_txn_t *t, const char *name) {
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "%s", name);
+    return ql_project_put(t, &p);
+}
+
+/* Reads job j FOR UPDATE in t and puts it with state st: the put is deferred, so it answers 0
+ * whatever its statement will meet. */
+static void lock_and_put(ql_txn_t *t, ql_job_t j, ql_state_t st) {
+    ql_job_t got;
+    cr_assert_eq(ql_job_get(t, &j.id, 0, &got), 0);
+    ql_job_free(&got);
+    j.state = st;
+    cr_assert_eq(ql_job_put(t, &j), 0, "queued: no answer yet");
+}
+
+/* Store a holds the model's lock; b's update of a job row it holds carries that lock, waits
+ * past b's lock timeout, and fails its level at the level's next statement, or at the level's
+ * end, while the parent commits. */
+Test(pg_pipe, a_held_job_update_goes_with_the_next_statement_and_fails_its_level) {
+    ql_store_t *a = open_pg(0), *b = open_pg(300);
+    ql_id_t m;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(a, "p", "m", &m, &err), 0, "%s", err.msg);
+    ql_job_t j = ql_test_live_job(b, &m, QL_READY, 0, 100),
+             held = ql_test_live_job(a, &m, QL_READY, 200, 300);
+    ql_txn_t *ta, *tb, *c1;
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(ql_job_put(tb, &j), 0);
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    /* The first update on b's session runs at once and prepares the statement; b's
+     * transactions run one after the other, so they reuse that session. */
+    put_job_state(b, j, QL_PAUSED);
+
+    cr_assert_eq(ql_txn_begin(a, true, &ta), 0);
+    cr_assert_eq(ql_job_put(ta, &held), 0, "a holds the model's lock until it commits");
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    lock_and_put(c1, j, QL_RUNNING);
+    cr_assert_eq(new_project(c1, "next"), QL_ETRANSIENT, "the update's failure, with the next");
+    ql_txn_abort(c1);
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(new_project(c1, "first"), 0);
+    lock_and_put(c1, j, QL_RUNNING);
+    cr_assert_eq(ql_txn_commit(c1), QL_ETRANSIENT, "the level fails at its end");
+    cr_assert_eq(new_project(tb, "kept"), 0, "the parent is usable");
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    cr_assert_eq(ql_txn_commit(ta), 0);
+    cr_assert_eq(state_of(a, &j.id), QL_PAUSED, "no failed level's update was applied");
+    cr_assert(has_project(a, "kept"));
+    cr_assert(!has_project(a, "first") && !has_project(a, "next"));
+
+    /* With the lock free, the update is applied with the level's next statement. */
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    lock_and_put(tb, j, QL_RUNNING);
+    cr_assert_eq(new_project(tb, "after"), 0);
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    cr_assert_eq(state_of(a, &j.id), QL_RUNNING);
+    ql_test_assert_fsck_clean(a);
+    ql_store_close(b);
+    ql_store_close(a);
+}
+
+/* A trigger makes the server skip the update of one job: the deferred statement then returns
+ * no row, and its level fails as corrupt when the answer arrives (with the next statement, at
+ * the level's end, at the commit), exactly as the update did when it ran on its own. */
+Test(pg_pipe, a_held_job_update_that_changes_no_row_fails_its_level_as_corrupt) {
+    ql_store_t *s = open_pg(0);
+    ql_id_t m;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(s, "p", "m", &m, &err), 0, "%s", err.msg);
+    ql_job_t j = ql_test_live_job(s, &m, QL_READY, 0, 100);
+    ql_txn_t *t, *c1;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_job_put(t, &j), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    put_job_state(s, j, QL_PAUSED); /* prepares the update on the store's session */
+
+    ql_store_opts_t o;
+    ql_test_store_opts(dir, &o);
+    char id[QL_ID_STR_LEN + 1], sql[1024];
+    ql_id_format(&j.id, id);
+    snprintf(sql, sizeof sql,
+             "CREATE FUNCTION \"%s\".skip_update() RETURNS trigger LANGUAGE plpgsql AS "
+             "$$BEGIN RETURN NULL; END$$; CREATE TRIGGER skip_update BEFORE UPDATE ON \"%s\".jobs "
+             "FOR EACH ROW WHEN (OLD.id = '%s') EXECUTE FUNCTION \"%s\".skip_update()",
+             o.pg_schema, o.pg_schema, id, o.pg_schema);
+    ql_test_pg_sql(sql, NULL, 0);
+
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_txn_begin_nested(t, &c1), 0);
+    lock_and_put(c1, j, QL_RUNNING);
+    cr_assert_eq(new_project(c1, "next"), QL_ECORRUPT, "answered with the next statement");
+    ql_txn_abort(c1);
+    cr_assert_eq(ql_txn_begin_nested(t, &c1), 0);
+    cr_assert_eq(new_project(c1, "first"), 0);
+    lock_and_put(c1, j, QL_RUNNING);
+    cr_assert_eq(ql_txn_commit(c1), QL_ECORRUPT, "answered at the level's end");
+    cr_assert_eq(new_project(t, "kept"), 0, "the parent is usable");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert(has_project(s, "kept"));
+    cr_assert(!has_project(s, "first") && !has_project(s, "next"), "the failed levels went");
+
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(new_project(t, "top"), 0);
+    lock_and_put(t, j, QL_RUNNING);
+    cr_assert_eq(ql_txn_commit(t), QL_ECORRUPT, "answered at the commit, which is not sent");
+    cr_assert(!has_project(s, "top"));
+    cr_assert_eq(state_of(s, &j.id), QL_PAUSED);
+    snprintf(sql, sizeof sql, "DROP TRIGGER skip_update ON \"%s\".jobs", o.pg_schema);
+    ql_test_pg_sql(sql, NULL, 0);
+    ql_test_assert_fsck_clean(s);
+    ql_store_close(s);
+}
