@@ -104,9 +104,15 @@ int lmdb_segment_put(ql_txn_t *txn, ql_segment_t *s) {
     bool moved = !existed || memcmp(ok, k, SEG_KEY_LEN) != 0;
     if (existed && moved && (rc = ql_db_del(txn, DB_SEGMENTS, ok, SEG_KEY_LEN)))
         return rc;
-    if (!existed) {
+    /* A new segment counts in its model; one that moves leaves its old model's count (its old
+     * key begins with that model) for the new one's. */
+    ql_id_t old_model = {0};
+    if (existed)
+        memcpy(old_model.b, ok, 16);
+    if (!existed || !ql_id_eq(&old_model, &s->model)) {
         uint8_t ck[17];
-        if ((rc = ql_count_add(txn, ck, seg_count_key(ck, &s->model), 1)))
+        if ((existed && (rc = ql_count_add(txn, ck, seg_count_key(ck, &old_model), -1))) ||
+            (rc = ql_count_add(txn, ck, seg_count_key(ck, &s->model), 1)))
             return rc;
     }
     ql_buf_reset(&txn->buf);

@@ -464,6 +464,8 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     PQclear(r);
     if ((rc = pg_lock_model(t, &old)))
         return rc;
+    if (carry)
+        p.n--; /* the upsert takes no lock key: the lock was taken above */
     return pg_exec(t, S_SEG_UPSERT, &p, NULL);
 }
 

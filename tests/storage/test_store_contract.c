@@ -379,6 +379,49 @@ Test(contract, segments_in_order_and_overlap_probes) {
     ql_test_assert_fsck_clean(store);
 }
 
+/* A put names the segment's model: one put into another model moves it there, in a fresh
+ * transaction (on PostgreSQL the put then takes the new model's lock in its own statement) and
+ * after the transaction read it for writing. */
+Test(contract, a_segment_put_into_another_model_moves_it) {
+    ql_model_t m1 = setup_model("p", "m1"), m2 = setup_model("p", "m2");
+    ql_txn_t *t = wbegin();
+    ql_segment_t g = make_seg(&m1.id, 0, 100, QL_SEG_READY);
+    cr_assert_eq(ql_segment_put(t, &g), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    t = wbegin();
+    g.model = m2.id;
+    cr_assert_eq(ql_segment_put(t, &g), 0, "moved in a fresh transaction");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    uint64_t n1, n2;
+    ql_segment_t got;
+    t = rbegin();
+    cr_assert_eq(ql_segment_count(t, &m1.id, &n1), 0);
+    cr_assert_eq(ql_segment_count(t, &m2.id, &n2), 0);
+    cr_assert_eq(ql_segment_get(t, &g.id, &got), 0);
+    cr_assert(n1 == 0 && n2 == 1 && ql_id_eq(&got.model, &m2.id), "m1 %llu, m2 %llu, model m2 %d",
+              (unsigned long long)n1, (unsigned long long)n2, ql_id_eq(&got.model, &m2.id));
+    ql_segment_free(&got);
+    ql_txn_abort(t);
+
+    t = wbegin();
+    cr_assert_eq(ql_segment_get(t, &g.id, &got), 0);
+    ql_segment_free(&got);
+    g.model = m1.id;
+    g.status = QL_SEG_WARNING;
+    cr_assert_eq(ql_segment_put(t, &g), 0, "moved back after a read for writing");
+    cr_assert_eq(ql_txn_commit(t), 0);
+    t = rbegin();
+    cr_assert_eq(ql_segment_count(t, &m1.id, &n1), 0);
+    cr_assert_eq(ql_segment_count(t, &m2.id, &n2), 0);
+    cr_assert_eq(ql_segment_get(t, &g.id, &got), 0);
+    cr_assert(n1 == 1 && n2 == 0 && ql_id_eq(&got.model, &m1.id));
+    cr_assert_eq(got.status, QL_SEG_WARNING);
+    ql_segment_free(&got);
+    ql_txn_abort(t);
+    ql_test_assert_fsck_clean(store);
+}
+
 typedef struct {
     ql_id_t ids[16];
     int64_t times[16];
