@@ -176,6 +176,10 @@ typedef struct pg_txn {
      * releases the row locks taken after the savepoint). */
     pg_jobrow_t *rows;
     size_t n_rows, cap_rows;
+    /* The segment this level read last FOR UPDATE, and its model: a put of it into that model
+     * changes the row in place, so it is deferred (pg_segment_put). */
+    bool seg_held;
+    ql_id_t seg_held_id, seg_held_model;
     unsigned cursors;  /* cursor names used so far (top level counts for all) */
     char xid[32];      /* top-level write: pg_current_xact_id(), for an ambiguous commit */
     bool begun;        /* top level: its BEGIN went out (it is queued until the first statement) */

@@ -408,7 +408,28 @@ int pg_segment_get(ql_txn_t *bt, const ql_id_t *id, ql_segment_t *out) {
         return rc;
     rc = seg_decode(t, r, 0, QL_DECODE_KEEP_EXTRA, out);
     PQclear(r);
+    if (!rc && bt->write) {
+        t->seg_held = true;
+        t->seg_held_id = *id;
+        t->seg_held_model = out->model;
+    }
     return rc;
+}
+
+/* Whether t or a level above it holds segment id's row FOR UPDATE in model. Only this
+ * transaction can change a row it holds, and a move to another model forgets it (seg_forget);
+ * a delete does too, though a put after it would insert the row, which answers as well. */
+static bool seg_held(const pg_txn_t *t, const ql_id_t *id, const ql_id_t *model) {
+    for (; t; t = t->base.parent ? pgt(t->base.parent) : NULL)
+        if (t->seg_held && ql_id_eq(&t->seg_held_id, id))
+            return ql_id_eq(&t->seg_held_model, model);
+    return false;
+}
+
+static void seg_forget(pg_txn_t *t, const ql_id_t *id) {
+    for (; t; t = t->base.parent ? pgt(t->base.parent) : NULL)
+        if (t->seg_held && ql_id_eq(&t->seg_held_id, id))
+            t->seg_held = false;
 }
 
 int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
@@ -446,6 +467,15 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     pg_p_bytes(&p, bt->buf.data, bt->buf.len);
     if (carry)
         pg_p_i64(&p, key);
+    if (seg_held(t, &s->id, &s->model)) {
+        /* It stays in its model: the put changes the row and answers it, so it goes with the
+         * level's next statement, as a held job's update does (no row: the level fails). */
+        if ((rc = pg_defer_row(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, QL_ECORRUPT)))
+            return rc;
+        if (carry)
+            pg_lock_carried(t, key);
+        return 0;
+    }
     PGresult *r;
     if ((rc = pg_exec(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, &r)))
         return rc;
@@ -455,6 +485,7 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     PQclear(r);
     if (done)
         return 0;
+    seg_forget(t, &s->id); /* it moves */
     pg_params_t id = {0};
     pg_p_uuid(&id, &s->id);
     if ((rc = pg_one_row(t, S_SEG_OLD, &id, &r)))
@@ -473,6 +504,7 @@ int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
     pg_txn_t *t = pgt(bt);
     if (!bt->write)
         return QL_EINVAL;
+    seg_forget(t, id);
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;

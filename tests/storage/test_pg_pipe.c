@@ -3,7 +3,9 @@
  * (docs/postgresql.md, What it guarantees, Round trips): a queued model lock that times out
  * fails its savepoint level only, and the parent commits; a job put after a locking read of the
  * job checks the row the transaction holds and follows its savepoints and deletes; nested levels
- * that run nothing leave the transaction as it was.
+ * that run nothing leave the transaction as it was; the update of a held job row and the put of a
+ * held segment go with the next statement, and their failure (a lock timeout, no row changed) is
+ * their level's.
  *
  * Each case needs QL_TEST_STORE=pg (storage_test_pg_pipe@pg) and skips otherwise. Lock waits end
  * by the store's lock timeout, never by a sleep.
@@ -302,6 +304,127 @@ Test(pg_pipe, a_held_job_update_that_changes_no_row_fails_its_level_as_corrupt) 
     cr_assert_eq(state_of(s, &j.id), QL_PAUSED);
     snprintf(sql, sizeof sql, "DROP TRIGGER skip_update ON \"%s\".jobs", o.pg_schema);
     ql_test_pg_sql(sql, NULL, 0);
+    ql_test_assert_fsck_clean(s);
+    ql_store_close(s);
+}
+
+/* ---- a put of a segment the transaction holds, sent with the next statement ---- */
+
+static ql_segment_t new_segment(ql_store_t *s, const ql_id_t *model, int64_t start) {
+    ql_segment_t g = {0};
+    ql_store_new_id(s, &g.id);
+    g.model = *model;
+    g.start = start;
+    g.end = start + 100;
+    g.status = QL_SEG_NEW;
+    g.create_time = 1;
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    cr_assert_eq(ql_segment_put(t, &g), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    return g;
+}
+
+/* The model of segment id as s reads it now; the zero id when it is gone. */
+static ql_id_t model_of_segment(ql_store_t *s, const ql_id_t *id, ql_seg_status_t *status) {
+    ql_txn_t *t;
+    ql_segment_t g;
+    ql_id_t m = {0};
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    if (ql_segment_get(t, id, &g) == 0) {
+        m = g.model;
+        if (status)
+            *status = g.status;
+        ql_segment_free(&g);
+    }
+    ql_txn_abort(t);
+    return m;
+}
+
+/* Reads segment g FOR UPDATE in t and puts it with status st into model. */
+static int lock_and_put_segment(ql_txn_t *t, ql_segment_t g, const ql_id_t *model,
+                                ql_seg_status_t st) {
+    ql_segment_t got;
+    cr_assert_eq(ql_segment_get(t, &g.id, &got), 0);
+    ql_segment_free(&got);
+    g.model = *model;
+    g.status = st;
+    return ql_segment_put(t, &g);
+}
+
+/* Store a holds the model's lock; b's put of a segment row it holds carries that lock and fails
+ * its level at the level's next statement, while the parent commits. */
+Test(pg_pipe, a_held_segment_put_goes_with_the_next_statement_and_fails_its_level) {
+    ql_store_t *a = open_pg(0), *b = open_pg(300);
+    ql_id_t m;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(a, "p", "m", &m, &err), 0, "%s", err.msg);
+    ql_segment_t g = new_segment(b, &m, 0);
+    ql_job_t held = ql_test_live_job(a, &m, QL_READY, 200, 300);
+    ql_txn_t *ta, *tb, *c1;
+    /* The first held put on b's session runs at once and prepares the statement. */
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(lock_and_put_segment(tb, g, &m, QL_SEG_NEW), 0);
+    cr_assert_eq(ql_txn_commit(tb), 0);
+
+    cr_assert_eq(ql_txn_begin(a, true, &ta), 0);
+    cr_assert_eq(ql_job_put(ta, &held), 0, "a holds the model's lock until it commits");
+    cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
+    cr_assert_eq(ql_txn_begin_nested(tb, &c1), 0);
+    cr_assert_eq(lock_and_put_segment(c1, g, &m, QL_SEG_READY), 0, "queued: no answer yet");
+    cr_assert_eq(new_project(c1, "next"), QL_ETRANSIENT, "the put's failure, with the next");
+    ql_txn_abort(c1);
+    cr_assert_eq(new_project(tb, "kept"), 0, "the parent is usable");
+    cr_assert_eq(ql_txn_commit(tb), 0);
+    cr_assert_eq(ql_txn_commit(ta), 0);
+    ql_seg_status_t st = QL_SEG_READY;
+    cr_assert(ql_id_eq((ql_id_t[]){model_of_segment(a, &g.id, &st)}, &m));
+    cr_assert_eq(st, QL_SEG_NEW, "the failed level's put was not applied");
+    cr_assert(has_project(a, "kept") && !has_project(a, "next"));
+    ql_test_assert_fsck_clean(a);
+    ql_store_close(b);
+    ql_store_close(a);
+}
+
+/* A held segment moved to another model is no longer held in the first: putting it back there
+ * moves it again (a deferred put of the first model would find no row to change), and a held
+ * segment deleted and put again is inserted. */
+Test(pg_pipe, a_held_segment_that_moves_or_goes_is_written_as_it_now_is) {
+    ql_store_t *s = open_pg(0);
+    ql_id_t m1, m2;
+    ql_err_t err = {0};
+    cr_assert_eq(ql_test_create_daily_model(s, "p", "m1", &m1, &err), 0, "%s", err.msg);
+    cr_assert_eq(ql_test_create_daily_model(s, "p2", "m2", &m2, &err), 0, "%s", err.msg);
+    ql_segment_t g = new_segment(s, &m1, 0);
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0); /* prepares the held put on the session */
+    cr_assert_eq(lock_and_put_segment(t, g, &m1, QL_SEG_NEW), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    {
+        int mrc = lock_and_put_segment(t, g, &m2, QL_SEG_NEW);
+        cr_assert_eq(mrc, 0, "moved to m2: %s", ql_strerror(mrc));
+    }
+    g.status = QL_SEG_READY;
+    cr_assert_eq(ql_segment_put(t, &g), 0, "and back to m1");
+    cr_assert_eq(new_project(t, "after_move"), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    ql_seg_status_t st = QL_SEG_NEW;
+    cr_assert(ql_id_eq((ql_id_t[]){model_of_segment(s, &g.id, &st)}, &m1));
+    cr_assert_eq(st, QL_SEG_READY);
+
+    cr_assert_eq(ql_txn_begin(s, true, &t), 0);
+    ql_segment_t got;
+    cr_assert_eq(ql_segment_get(t, &g.id, &got), 0);
+    ql_segment_free(&got);
+    cr_assert_eq(ql_segment_delete(t, &g.id), 0);
+    g.status = QL_SEG_NEW;
+    cr_assert_eq(ql_segment_put(t, &g), 0, "put again after its delete");
+    cr_assert_eq(new_project(t, "after_delete"), 0);
+    cr_assert_eq(ql_txn_commit(t), 0);
+    cr_assert(ql_id_eq((ql_id_t[]){model_of_segment(s, &g.id, &st)}, &m1));
+    cr_assert_eq(st, QL_SEG_NEW);
     ql_test_assert_fsck_clean(s);
     ql_store_close(s);
 }
