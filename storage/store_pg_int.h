@@ -306,6 +306,25 @@ typedef int (*pg_row_fn)(PGresult *res, int row, void *arg);
  * walk returns 0) or a negative error (returned). */
 int pg_walk(pg_txn_t *t, pg_walk_t w, const pg_params_t *p, pg_row_fn row, void *arg);
 
+/* ---- shared by the record files (store_pg_records.c, store_pg_segments.c) ---- */
+
+/* The count a one-row count statement st answers, in *out. */
+int pg_count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *out);
+/* The zone records decoded in t live in (ql_txn_zone); NULL: out of memory. */
+msgpack_zone *pg_zone(pg_txn_t *t);
+/* What a walk's row function gets: the caller's callback cb (of the record's type) and arg. */
+typedef struct {
+    pg_txn_t *t;
+    void *cb;
+    void *arg;
+    int kind;
+} pg_walk_ctx_t;
+/* A walk over one model's rows under the model lock (so that in a write transaction the answer
+ * holds until the commit: no other writer of the model can add an overlapping row meanwhile),
+ * with the range [start, end) as parameters when ranged; row gets a pg_walk_ctx_t of cb, arg. */
+int pg_model_walk(ql_txn_t *bt, const ql_id_t *model, bool ranged, int64_t start, int64_t end,
+                  pg_walk_t walk, pg_row_fn row, void *cb, void *arg);
+
 /* Takes the model lock of the transaction (once per savepoint level chain). The locks and the
  * fence epoch are in store_pg_locks.c. */
 int pg_lock_model(pg_txn_t *t, const ql_id_t *model);

@@ -1,8 +1,9 @@
 /*
- * The records of the PostgreSQL backend: meta values, projects, models, segments, jobs, steps and
- * outputs. Records are the same msgpack as on LMDB (bytea), next to the columns that the indexes
- * and constraints need (docs/postgresql.md, Schema). The locking rules of a write transaction
- * are in store_pg.c's DESIGN comment; each function below says which it applies.
+ * The records of the PostgreSQL backend: meta values, projects, models and jobs (segments are in
+ * store_pg_segments.c, steps and outputs in store_pg_steps.c). Records are the same msgpack as on
+ * LMDB (bytea), next to the columns that the indexes and constraints need (docs/postgresql.md,
+ * Schema). The locking rules of a write transaction are in store_pg.c's DESIGN comment; each
+ * function below says which it applies.
  */
 #include "storage/ql_meta.h"
 #include "store_pg_int.h"
@@ -12,7 +13,7 @@
 
 #define EPOCH_KEY "job_engine_epoch"
 
-static int count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *out) {
+int pg_count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *out) {
     PGresult *r;
     int rc = pg_one_row(t, st, p, &r);
     if (rc)
@@ -22,7 +23,7 @@ static int count_of(pg_txn_t *t, pg_stmt_t st, const pg_params_t *p, uint64_t *o
     return 0;
 }
 
-static msgpack_zone *zone(pg_txn_t *t) {
+msgpack_zone *pg_zone(pg_txn_t *t) {
     return ql_txn_zone(&t->base);
 }
 
@@ -155,7 +156,7 @@ int pg_project_get(ql_txn_t *bt, const char *name, unsigned flags, ql_project_t 
     int rc = pg_one_row(t, bt->write ? S_PROJ_GET_SHARE : S_PROJ_GET, &p, &r);
     if (rc)
         return rc;
-    msgpack_zone *z = zone(t);
+    msgpack_zone *z = pg_zone(t);
     rc = z ? ql_project_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), flags, out)
            : UV_ENOMEM;
     PQclear(r);
@@ -177,16 +178,9 @@ int pg_project_put(ql_txn_t *bt, const ql_project_t *pr) {
     return pg_exec(t, S_PROJ_PUT, &p, NULL);
 }
 
-typedef struct {
-    pg_txn_t *t;
-    void *cb;
-    void *arg;
-    int kind;
-} walk_ctx_t;
-
 static int project_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
-    msgpack_zone *z = zone(w->t);
+    pg_walk_ctx_t *w = arg;
+    msgpack_zone *z = pg_zone(w->t);
     if (!z)
         return UV_ENOMEM;
     ql_project_t p;
@@ -199,18 +193,18 @@ static int project_row(PGresult *r, int row, void *arg) {
 }
 
 int pg_project_foreach(ql_txn_t *bt, ql_project_cb cb, void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     return pg_walk(pgt(bt), W_PROJECTS, NULL, project_row, &w);
 }
 
 int pg_project_count(ql_txn_t *bt, uint64_t *out) {
-    return count_of(pgt(bt), S_PROJ_COUNT, NULL, out);
+    return pg_count_of(pgt(bt), S_PROJ_COUNT, NULL, out);
 }
 
 /* ---- models ---- */
 
 static int model_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_model_t *out) {
-    msgpack_zone *z = zone(t);
+    msgpack_zone *z = pg_zone(t);
     return z ? ql_model_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags,
                                  out)
              : UV_ENOMEM;
@@ -296,7 +290,7 @@ int pg_model_find_with_project(ql_txn_t *bt, const char *project, const char *na
     int rc = pg_one_row(t, S_MODEL_FIND_PROJ, &q, &r);
     if (rc)
         return rc;
-    msgpack_zone *z = zone(t);
+    msgpack_zone *z = pg_zone(t);
     rc = z ? ql_project_decode_z(z, PQgetvalue(r, 0, 0), (size_t)PQgetlength(r, 0, 0), 0, p)
            : UV_ENOMEM;
     if (!rc && !PQgetisnull(r, 0, 1)) {
@@ -363,7 +357,7 @@ int pg_model_put(ql_txn_t *bt, const ql_model_t *m) {
 }
 
 static int model_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_model_t m;
     int rc = model_decode(w->t, r, row, 0, &m);
     if (rc)
@@ -376,7 +370,7 @@ static int model_row(PGresult *r, int row, void *arg) {
 int pg_model_foreach(ql_txn_t *bt, const char *project, ql_model_cb cb, void *arg) {
     if (strlen(project) > QL_NAME_MAX)
         return 0;
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_text(&p, project);
     return pg_walk(pgt(bt), W_MODELS, &p, model_row, &w);
@@ -385,164 +379,21 @@ int pg_model_foreach(ql_txn_t *bt, const char *project, ql_model_cb cb, void *ar
 int pg_model_count(ql_txn_t *bt, const char *project, uint64_t *out) {
     pg_params_t p = {0};
     pg_p_text(&p, project);
-    return count_of(pgt(bt), S_MODEL_COUNT, &p, out);
+    return pg_count_of(pgt(bt), S_MODEL_COUNT, &p, out);
 }
 
-/* ---- segments ---- */
-
-static int seg_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_segment_t *out) {
-    msgpack_zone *z = zone(t);
-    return z ? ql_segment_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags,
-                                   out)
-             : UV_ENOMEM;
-}
-
-/* FOR UPDATE in a write transaction: a change derived from this read cannot be lost. */
-int pg_segment_get(ql_txn_t *bt, const ql_id_t *id, ql_segment_t *out) {
-    pg_txn_t *t = pgt(bt);
-    pg_params_t p = {0};
-    pg_p_uuid(&p, id);
-    PGresult *r;
-    int rc = pg_one_row(t, bt->write ? S_SEG_GET_UPDATE : S_SEG_GET, &p, &r);
-    if (rc)
-        return rc;
-    rc = seg_decode(t, r, 0, QL_DECODE_KEEP_EXTRA, out);
-    PQclear(r);
-    if (!rc && bt->write) {
-        t->seg_held = true;
-        t->seg_held_id = *id;
-        t->seg_held_model = out->model;
-    }
-    return rc;
-}
-
-/* Whether t or a level above it holds segment id's row FOR UPDATE in model. Only this
- * transaction can change a row it holds, and a move to another model forgets it (seg_forget);
- * a delete does too, though a put after it would insert the row, which answers as well. */
-static bool seg_held(const pg_txn_t *t, const ql_id_t *id, const ql_id_t *model) {
-    for (; t; t = t->base.parent ? pgt(t->base.parent) : NULL)
-        if (t->seg_held && ql_id_eq(&t->seg_held_id, id))
-            return ql_id_eq(&t->seg_held_model, model);
-    return false;
-}
-
-static void seg_forget(pg_txn_t *t, const ql_id_t *id) {
-    for (; t; t = t->base.parent ? pgt(t->base.parent) : NULL)
-        if (t->seg_held && ql_id_eq(&t->seg_held_id, id))
-            t->seg_held = false;
-}
-
-int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
-    pg_params_t p = {0};
-    pg_p_uuid(&p, id);
-    PGresult *r;
-    int rc = pg_one_row(pgt(bt), S_SEG_EXISTS, &p, &r);
-    PQclear(r);
-    return rc;
-}
-
-/* Under the model lock (of the old model too, when a segment moves). The model's lock goes out
- * with the put, which writes only a segment that is new or stays in that model; one that moves
- * (no row answered) is written again after its old model's lock. */
-int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
-    pg_txn_t *t = pgt(bt);
-    if (!bt->write || ql_id_is_zero(&s->id) || ql_id_is_zero(&s->model) ||
-        ql_meta_check_range("start", "end", s->start, s->end, true, NULL))
-        return QL_EINVAL;
-    int64_t key;
-    bool carry;
-    int rc = pg_lock_model_carried(t, &s->model, &key, &carry);
-    if (rc)
-        return rc;
-    s->layer = 0; /* an LMDB index detail */
-    ql_buf_reset(&bt->buf);
-    if ((rc = ql_segment_encode(s, &bt->buf)))
-        return rc;
-    pg_params_t p = {0};
-    pg_p_uuid(&p, &s->id);
-    pg_p_uuid(&p, &s->model);
-    pg_p_i64(&p, s->start);
-    pg_p_i64(&p, s->end);
-    pg_p_i16(&p, (int16_t)s->status);
-    pg_p_bytes(&p, bt->buf.data, bt->buf.len);
-    if (carry)
-        pg_p_i64(&p, key);
-    if (seg_held(t, &s->id, &s->model)) {
-        /* It stays in its model: the put changes the row and answers it, so it goes with the
-         * level's next statement, as a held job's update does (no row: the level fails). */
-        if ((rc = pg_defer_row(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, QL_ECORRUPT)))
-            return rc;
-        if (carry)
-            pg_lock_carried(t, key);
-        return 0;
-    }
-    PGresult *r;
-    if ((rc = pg_exec(t, carry ? S_SEG_PUT_SAME_LOCK : S_SEG_PUT_SAME, &p, &r)))
-        return rc;
-    if (carry)
-        pg_lock_carried(t, key);
-    bool done = PQntuples(r) == 1;
-    PQclear(r);
-    if (done)
-        return 0;
-    seg_forget(t, &s->id); /* it moves */
-    pg_params_t id = {0};
-    pg_p_uuid(&id, &s->id);
-    if ((rc = pg_one_row(t, S_SEG_OLD, &id, &r)))
-        return rc;
-    ql_id_t old;
-    pg_get_uuid(r, 0, 0, &old);
-    PQclear(r);
-    if ((rc = pg_lock_model(t, &old)))
-        return rc;
-    if (carry)
-        p.n--; /* the upsert takes no lock key: the lock was taken above */
-    return pg_exec(t, S_SEG_UPSERT, &p, NULL);
-}
-
-int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
-    pg_txn_t *t = pgt(bt);
-    if (!bt->write)
-        return QL_EINVAL;
-    seg_forget(t, id);
-    pg_params_t p = {0};
-    pg_p_uuid(&p, id);
-    PGresult *r;
-    int rc = pg_one_row(t, S_SEG_OLD, &p, &r);
-    if (rc)
-        return rc;
-    ql_id_t model;
-    pg_get_uuid(r, 0, 0, &model);
-    PQclear(r);
-    if ((rc = pg_lock_model(t, &model)))
-        return rc;
-    if ((rc = pg_one_row(t, S_SEG_DELETE, &p, &r)))
-        return rc;
-    PQclear(r);
-    return 0;
-}
-
-static int seg_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
-    ql_segment_t s;
-    int rc = seg_decode(w->t, r, row, 0, &s);
-    if (rc)
-        return rc;
-    rc = ((ql_segment_cb)w->cb)(&s, w->arg);
-    ql_segment_free(&s);
-    return rc;
-}
+/* ---- walks of one model ---- */
 
 /* A walk over one model's rows under the model lock (so that in a write transaction the answer
  * holds until the commit: no other writer of the model can add an overlapping row meanwhile),
  * with the range [start, end) as parameters when ranged. */
-static int model_walk(ql_txn_t *bt, const ql_id_t *model, bool ranged, int64_t start, int64_t end,
-                      pg_walk_t walk, pg_row_fn row, void *cb, void *arg) {
+int pg_model_walk(ql_txn_t *bt, const ql_id_t *model, bool ranged, int64_t start, int64_t end,
+                  pg_walk_t walk, pg_row_fn row, void *cb, void *arg) {
     pg_txn_t *t = pgt(bt);
     int rc = pg_lock_model(t, model);
     if (rc)
         return rc;
-    walk_ctx_t w = {.t = t, .cb = cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = t, .cb = cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_uuid(&p, model);
     if (ranged) {
@@ -552,28 +403,10 @@ static int model_walk(ql_txn_t *bt, const ql_id_t *model, bool ranged, int64_t s
     return pg_walk(t, walk, &p, row, &w);
 }
 
-int pg_segment_foreach(ql_txn_t *bt, const ql_id_t *model, ql_segment_cb cb, void *arg) {
-    return model_walk(bt, model, false, 0, 0, W_SEGMENTS, seg_row, (void *)cb, arg);
-}
-
-/* The overlap probe (model_walk says why under the model lock). */
-int pg_segment_foreach_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
-                                   ql_segment_cb cb, void *arg) {
-    if (start >= end)
-        return 0;
-    return model_walk(bt, model, true, start, end, W_SEG_OVERLAP, seg_row, (void *)cb, arg);
-}
-
-int pg_segment_count(ql_txn_t *bt, const ql_id_t *model, uint64_t *out) {
-    pg_params_t p = {0};
-    pg_p_uuid(&p, model);
-    return count_of(pgt(bt), S_SEG_COUNT, &p, out);
-}
-
 /* ---- jobs ---- */
 
 static int job_decode(pg_txn_t *t, PGresult *r, int row, unsigned flags, ql_job_t *out) {
-    msgpack_zone *z = zone(t);
+    msgpack_zone *z = pg_zone(t);
     return z ? ql_job_decode_z(z, PQgetvalue(r, row, 0), (size_t)PQgetlength(r, row, 0), flags, out)
              : UV_ENOMEM;
 }
@@ -708,7 +541,7 @@ int pg_job_put(ql_txn_t *bt, const ql_job_t *j) {
 }
 
 static int job_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_job_t j;
     int rc = job_decode(w->t, r, row, 0, &j);
     if (rc)
@@ -719,21 +552,21 @@ static int job_row(PGresult *r, int row, void *arg) {
 }
 
 int pg_job_foreach_state(ql_txn_t *bt, ql_state_t state, ql_job_cb cb, void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_i16(&p, (int16_t)state);
     return pg_walk(pgt(bt), W_JOB_STATE, &p, job_row, &w);
 }
 
 static int state_ref_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_id_t id;
     pg_get_uuid(r, row, 0, &id);
     return ((ql_job_state_ref_cb)w->cb)(&id, pg_get_i16(r, row, 1), pg_get_i64(r, row, 2), w->arg);
 }
 
 int pg_job_foreach_state_ref(ql_txn_t *bt, ql_state_t state, ql_job_state_ref_cb cb, void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_i16(&p, (int16_t)state);
     return pg_walk(pgt(bt), W_JOB_STATE_REF, &p, state_ref_row, &w);
@@ -741,7 +574,7 @@ int pg_job_foreach_state_ref(ql_txn_t *bt, ql_state_t state, ql_job_state_ref_cb
 
 /* The ref walk's query has the project and model columns too: one prepared walk serves both. */
 static int state_target_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_id_t id, model;
     pg_get_uuid(r, row, 0, &id);
     bool has_model = !PQgetisnull(r, row, 4);
@@ -754,21 +587,21 @@ static int state_target_row(PGresult *r, int row, void *arg) {
 
 int pg_job_foreach_state_target(ql_txn_t *bt, ql_state_t state, ql_job_state_target_cb cb,
                                 void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_i16(&p, (int16_t)state);
     return pg_walk(pgt(bt), W_JOB_STATE_REF, &p, state_target_row, &w);
 }
 
 int pg_job_foreach_model(ql_txn_t *bt, const ql_id_t *model, ql_job_cb cb, void *arg) {
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_p_uuid(&p, model);
     return pg_walk(pgt(bt), W_JOB_MODEL, &p, job_row, &w);
 }
 
 static int live_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_live_job_t lj;
     pg_get_uuid(r, row, 0, &lj.id);
     lj.state = (ql_state_t)pg_get_i16(r, row, 1);
@@ -779,18 +612,19 @@ static int live_row(PGresult *r, int row, void *arg) {
 }
 
 int pg_job_foreach_live(ql_txn_t *bt, const ql_id_t *model, ql_live_job_cb cb, void *arg) {
-    return model_walk(bt, model, false, 0, 0, W_JOB_LIVE, live_row, (void *)cb, arg);
+    return pg_model_walk(bt, model, false, 0, 0, W_JOB_LIVE, live_row, (void *)cb, arg);
 }
 
 int pg_job_foreach_live_overlapping(ql_txn_t *bt, const ql_id_t *model, int64_t start, int64_t end,
                                     ql_live_job_cb cb, void *arg) {
     if (start >= end)
         return 0;
-    return model_walk(bt, model, true, start, end, W_JOB_LIVE_OVERLAP, live_row, (void *)cb, arg);
+    return pg_model_walk(bt, model, true, start, end, W_JOB_LIVE_OVERLAP, live_row, (void *)cb,
+                         arg);
 }
 
 static int recent_row(PGresult *r, int row, void *arg) {
-    walk_ctx_t *w = arg;
+    pg_walk_ctx_t *w = arg;
     ql_id_t id;
     pg_get_uuid(r, row, 0, &id);
     return ((ql_job_ref_cb)w->cb)(&id, (ql_state_t)pg_get_i16(r, row, 1), pg_get_i64(r, row, 2),
@@ -803,7 +637,7 @@ int pg_job_foreach_recent(ql_txn_t *bt, const char *project, bool oldest_first, 
         project = NULL;
     if (project && strlen(project) > QL_NAME_MAX)
         return 0;
-    walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
+    pg_walk_ctx_t w = {.t = pgt(bt), .cb = (void *)cb, .arg = arg};
     pg_params_t p = {0};
     pg_walk_t q;
     if (project) {
@@ -825,5 +659,5 @@ int pg_job_count(ql_txn_t *bt, const char *project, uint32_t state_mask, uint64_
     if (project)
         pg_p_text(&p, project);
     pg_p_i32(&p, (int32_t)(state_mask & ((1u << QL_JOB_STATE_COUNT) - 1)));
-    return count_of(pgt(bt), project ? S_JOB_COUNT : S_JOB_COUNT_ALL, &p, out);
+    return pg_count_of(pgt(bt), project ? S_JOB_COUNT : S_JOB_COUNT_ALL, &p, out);
 }

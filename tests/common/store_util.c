@@ -152,6 +152,17 @@ ql_job_t ql_test_live_job(ql_store_t *s, const ql_id_t *model, ql_state_t st, in
     return j;
 }
 
+bool ql_test_project_exists(ql_store_t *s, const char *name) {
+    ql_txn_t *t;
+    ql_project_t p;
+    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
+    int rc = ql_project_get(t, name, 0, &p);
+    ql_txn_abort(t);
+    if (!rc)
+        ql_project_free(&p);
+    return rc == 0;
+}
+
 long long ql_test_pg_scalar(const char *sql) {
     PGconn *c = PQconnectdb(ql_test_pg_url());
     cr_assert_eq(PQstatus(c), CONNECTION_OK, "%s", PQerrorMessage(c));

@@ -46,6 +46,8 @@ const char *ql_test_pg_url(void);
 /* An INC_BUILD job of project "p" and model in state st over [a, b), priority 3, created at 1,
  * with a new id of s; not stored. */
 ql_job_t ql_test_live_job(ql_store_t *s, const ql_id_t *model, ql_state_t st, int64_t a, int64_t b);
+/* Whether project name is in s's committed state (read in a transaction of its own). */
+bool ql_test_project_exists(ql_store_t *s, const char *name);
 /* Runs one query on a PostgreSQL session of the test's own (ql_test_pg_url); returns the first
  * row's first value as an integer, -1 without rows. Asserts that it ran. */
 long long ql_test_pg_scalar(const char *sql);

@@ -182,17 +182,6 @@ static void put_job_state(ql_store_t *s, ql_job_t j, ql_state_t st) {
     cr_assert_eq(ql_txn_commit(t), 0);
 }
 
-static bool has_project(ql_store_t *s, const char *name) {
-    ql_txn_t *t;
-    ql_project_t p;
-    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
-    int rc = ql_project_get(t, name, 0, &p);
-    ql_txn_abort(t);
-    if (!rc)
-        ql_project_free(&p);
-    return rc == 0;
-}
-
 static int new_project(ql_txn_t *t, const char *name) {
     ql_project_t p = {0};
     snprintf(p.name, sizeof p.name, "%s", name);
@@ -242,8 +231,8 @@ Test(pg_pipe, a_held_job_update_goes_with_the_next_statement_and_fails_its_level
     cr_assert_eq(ql_txn_commit(tb), 0);
     cr_assert_eq(ql_txn_commit(ta), 0);
     cr_assert_eq(state_of(a, &j.id), QL_PAUSED, "no failed level's update was applied");
-    cr_assert(has_project(a, "kept"));
-    cr_assert(!has_project(a, "first") && !has_project(a, "next"));
+    cr_assert(ql_test_project_exists(a, "kept"));
+    cr_assert(!ql_test_project_exists(a, "first") && !ql_test_project_exists(a, "next"));
 
     /* With the lock free, the update is applied with the level's next statement. */
     cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
@@ -293,14 +282,15 @@ Test(pg_pipe, a_held_job_update_that_changes_no_row_fails_its_level_as_corrupt) 
     cr_assert_eq(ql_txn_commit(c1), QL_ECORRUPT, "answered at the level's end");
     cr_assert_eq(new_project(t, "kept"), 0, "the parent is usable");
     cr_assert_eq(ql_txn_commit(t), 0);
-    cr_assert(has_project(s, "kept"));
-    cr_assert(!has_project(s, "first") && !has_project(s, "next"), "the failed levels went");
+    cr_assert(ql_test_project_exists(s, "kept"));
+    cr_assert(!ql_test_project_exists(s, "first") && !ql_test_project_exists(s, "next"),
+              "the failed levels went");
 
     cr_assert_eq(ql_txn_begin(s, true, &t), 0);
     cr_assert_eq(new_project(t, "top"), 0);
     lock_and_put(t, j, QL_RUNNING);
     cr_assert_eq(ql_txn_commit(t), QL_ECORRUPT, "answered at the commit, which is not sent");
-    cr_assert(!has_project(s, "top"));
+    cr_assert(!ql_test_project_exists(s, "top"));
     cr_assert_eq(state_of(s, &j.id), QL_PAUSED);
     snprintf(sql, sizeof sql, "DROP TRIGGER skip_update ON \"%s\".jobs", o.pg_schema);
     ql_test_pg_sql(sql, NULL, 0);
@@ -380,7 +370,7 @@ Test(pg_pipe, a_held_segment_put_goes_with_the_next_statement_and_fails_its_leve
     ql_seg_status_t st = QL_SEG_READY;
     cr_assert(ql_id_eq((ql_id_t[]){model_of_segment(a, &g.id, &st)}, &m));
     cr_assert_eq(st, QL_SEG_NEW, "the failed level's put was not applied");
-    cr_assert(has_project(a, "kept") && !has_project(a, "next"));
+    cr_assert(ql_test_project_exists(a, "kept") && !ql_test_project_exists(a, "next"));
     ql_test_assert_fsck_clean(a);
     ql_store_close(b);
     ql_store_close(a);

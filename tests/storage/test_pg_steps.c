@@ -233,17 +233,6 @@ static long committed_attempts(ql_store_t *s, const ql_id_t *job, uint32_t seq) 
     return a;
 }
 
-static bool project_exists(ql_store_t *s, const char *name) {
-    ql_txn_t *t;
-    ql_project_t p;
-    cr_assert_eq(ql_txn_begin(s, false, &t), 0);
-    int rc = ql_project_get(t, name, 0, &p);
-    ql_txn_abort(t);
-    if (!rc)
-        ql_project_free(&p);
-    return rc == 0;
-}
-
 static int put_project(ql_txn_t *t, const char *name) {
     ql_project_t p = {0};
     snprintf(p.name, sizeof p.name, "%s", name);
@@ -301,17 +290,17 @@ Test(pg_steps, a_deferred_put_fails_its_own_level_wherever_its_answer_arrives) {
     ql_txn_abort(c1);
     cr_assert_eq(put_project(tb, "kept"), 0, "the top level is usable");
     cr_assert_eq(ql_txn_commit(tb), 0);
-    cr_assert(project_exists(s, "kept"));
-    cr_assert(!project_exists(s, "first"), "the failed level was rolled back");
-    cr_assert(!project_exists(s, "next"));
-    cr_assert(!project_exists(s, "rolled_back"));
+    cr_assert(ql_test_project_exists(s, "kept"));
+    cr_assert(!ql_test_project_exists(s, "first"), "the failed level was rolled back");
+    cr_assert(!ql_test_project_exists(s, "next"));
+    cr_assert(!ql_test_project_exists(s, "rolled_back"));
 
     /* At the top level the commit fails, and nothing of the transaction is kept. */
     cr_assert_eq(ql_txn_begin(b, true, &tb), 0);
     cr_assert_eq(put_project(tb, "top"), 0);
     cr_assert_eq(ql_step_put(tb, &st), 0);
     cr_assert_eq(ql_txn_commit(tb), QL_ETRANSIENT);
-    cr_assert(!project_exists(s, "top"));
+    cr_assert(!ql_test_project_exists(s, "top"));
     cr_assert_eq(ql_txn_commit(ta), 0);
     cr_assert_eq(committed_attempts(s, &j.id, 0), 7, "only a's put was applied");
 
