@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: installs what is missing, checks the
 # formatting, builds and runs every test twice (a normal build, then AddressSanitizer +
-# UndefinedBehaviorSanitizer with -fno-sanitize-recover=all), then runs every fuzzer for 60 s
+# UndefinedBehaviorSanitizer with -fno-sanitize-recover=all), then runs every fuzzer for 40 s
 # from its committed corpus (docs/fuzzing.md). Exits non-zero on the first failure.
 #
 #   bash scripts/test.sh            everything
@@ -65,9 +65,9 @@ export LSAN_OPTIONS=suppressions=$root/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest_clean build-asan --output-on-failure -j"$jobs" --timeout 1800
 
-step "fuzzers (libFuzzer, 60 s each, two at a time)"
+step "fuzzers (libFuzzer, 40 s each, two at a time)"
 # Each fuzzer is one process on one core, so two at a time on a 2-core runner take half the
-# time (about 3 minutes for five) without slowing each other down. A crash fails its ctest with
+# time (about 2 minutes for five) without slowing each other down. A crash fails its ctest with
 # the fuzzer's report; the input is kept in build-fuzz/tests/fuzz/fuzz-artifacts/.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DQL_FUZZ=ON > /dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_http fuzz_yaml fuzz_api fuzz_records fuzz_scenario
