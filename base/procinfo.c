@@ -101,11 +101,22 @@ bool ql_proc_group_running(pid_t pgid) {
             continue;
         ql_proc_info_t info = {0};
         if (read_stat(e->d_name, &info) == 0 && info.pgrp == pgid && info.state != 'Z' &&
-            info.state != 'X' && !info.exiting)
+            info.state != 'X')
             running = true;
     }
     closedir(d);
     return running;
+}
+
+int ql_proc_group_wait_gone(pid_t pgid, int timeout_ms) {
+    int64_t deadline = ql_boot_ms() + timeout_ms;
+    while (ql_proc_group_running(pgid)) {
+        if (ql_boot_ms() >= deadline)
+            return UV_EBUSY;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return 0;
 }
 
 int64_t ql_boot_ms(void) {

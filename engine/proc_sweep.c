@@ -13,8 +13,10 @@
  * process that wipes its environment) is stated in ql_proc.h.
  *
  * Cost. One readdir of /proc, one fstatat per process (the owner) and one read of the
- * environment per process of the server's user; the tokens are in a hash set, so the number of
- * interrupted steps does not multiply the scan.
+ * environment per process of the server's user (and of its stat when the environment is empty:
+ * an exiting process); the tokens are in a hash set, so the number of interrupted steps does not
+ * multiply the scan. Then one poll per process killed or found exiting, which returns once the
+ * kernel has finished tearing it down: milliseconds.
  */
 #include "base/ql_buf.h"
 #include "base/ql_hex.h"
@@ -24,11 +26,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,7 +158,8 @@ int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
     if (kill(-id->pgid, SIGKILL) != 0 && errno != ESRCH)
         return -errno;
     *fate = QL_PROC_GROUP_KILLED;
-    return 0;
+    /* Killed is not gone: a process frees its memory before it closes its files. */
+    return ql_proc_group_wait_gone(id->pgid, QL_PROC_DRAIN_MS);
 }
 
 const char *ql_proc_group_fate_name(ql_proc_group_fate_t fate) {
@@ -294,9 +299,88 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
     return (ssize_t)len;
 }
 
+/* Pidfds of processes a sweep waits for until each is a zombie or gone, with their pids. */
+typedef struct {
+    int *fd;
+    pid_t *pid;
+    size_t n, cap_fd, cap_pid;
+} waits_t;
+
+static void waits_close(waits_t *w) {
+    for (size_t i = 0; i < w->n; i++)
+        close(w->fd[i]);
+    free(w->fd);
+    free(w->pid);
+    *w = (waits_t){0};
+}
+
+static int waits_reserve(waits_t *w) {
+    if (QL_ARRAY_RESERVE(w->fd, w->cap_fd, w->n + 1, 8) ||
+        QL_ARRAY_RESERVE(w->pid, w->cap_pid, w->n + 1, 8))
+        return UV_ENOMEM;
+    return 0;
+}
+
+static bool waits_has(const waits_t *w, pid_t pid) {
+    for (size_t i = 0; i < w->n; i++)
+        if (w->pid[i] == pid)
+            return true;
+    return false;
+}
+
+/* Kills the marked process pid through a pidfd kept in w, to be waited for: the environment is
+ * read again once the pidfd pins the process, so the signal goes to the process that carries
+ * the marker even if the number was reused since the scan read it. Returns 0 (also when it is
+ * gone) or UV_ENOMEM. */
+static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_tokens_t *t,
+                       char **buf, size_t *cap, waits_t *w, ql_proc_sweep_t *st) {
+    if (waits_reserve(w))
+        return UV_ENOMEM;
+    int pfd = pidfd_open(pid, 0);
+    if (pfd < 0)
+        return 0; /* gone since the scan */
+    ssize_t n = read_environ(procfd, name, buf, cap);
+    if (n == UV_ENOMEM) {
+        close(pfd);
+        return UV_ENOMEM;
+    }
+    /* No environment now: it began to exit since the scan read it, and is waited for all the
+     * same. An environment without the marker: the number names another process now. */
+    bool exiting = n == 0 || n == UV_ESRCH;
+    bool marked = n > 0 && env_marked(t, *buf, (size_t)n);
+    if (!exiting && (!marked || pidfd_send_signal(pfd, SIGKILL, NULL, 0) != 0)) {
+        close(pfd);
+        return 0;
+    }
+    st->killed += marked;
+    w->fd[w->n] = pfd;
+    w->pid[w->n++] = pid;
+    return 0;
+}
+
+/* A process whose environment cannot be read any more, or reads empty, may be one that is
+ * exiting: the kernel freed its memory, environment included, but it may still hold its files.
+ * Whose it was cannot be told any more, so one that is exiting is waited for (it runs no code, so
+ * this takes as long as the kernel needs to close its files). Returns 0 or UV_ENOMEM. */
+static int note_exiting(pid_t pid, waits_t *w, ql_proc_sweep_t *st) {
+    ql_proc_info_t info;
+    if (waits_has(w, pid) || ql_proc_info(pid, &info) != 0 || !info.exiting || info.state == 'Z' ||
+        info.state == 'X')
+        return 0;
+    if (waits_reserve(w))
+        return UV_ENOMEM;
+    int pfd = pidfd_open(pid, 0);
+    if (pfd < 0)
+        return 0;
+    st->exiting++;
+    w->fd[w->n] = pfd;
+    w->pid[w->n++] = pid;
+    return 0;
+}
+
 /* One pass: kills every marked process; *found gets how many were found. */
 static int sweep_once(const ql_proc_tokens_t *t, char **buf, size_t *cap, unsigned *found,
-                      ql_proc_sweep_t *st) {
+                      waits_t *killed, waits_t *exiting, ql_proc_sweep_t *st) {
     *found = 0;
     int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (procfd < 0)
@@ -310,7 +394,8 @@ static int sweep_once(const ql_proc_tokens_t *t, char **buf, size_t *cap, unsign
     const uid_t me = geteuid();
     const pid_t self = getpid();
     struct dirent *de;
-    while ((de = readdir(d))) {
+    int rc = 0;
+    while (!rc && (de = readdir(d))) {
         char *end;
         long pid = strtol(de->d_name, &end, 10);
         if (*end != '\0' || pid <= 1 || pid == self)
@@ -320,30 +405,55 @@ static int sweep_once(const ql_proc_tokens_t *t, char **buf, size_t *cap, unsign
             continue;
         ssize_t n = read_environ(procfd, de->d_name, buf, cap);
         if (n == UV_ENOMEM) {
-            closedir(d);
-            return UV_ENOMEM;
+            rc = UV_ENOMEM;
+            break;
+        }
+        if (n == 0 || n == UV_ESRCH) {
+            /* No environment left (newer kernels refuse the read, older ones read nothing):
+             * gone, or exiting. */
+            rc = note_exiting((pid_t)pid, exiting, st);
+            continue;
         }
         if (n < 0) {
-            if (n != UV_ENOENT && n != UV_ESRCH && st->scans == 1)
+            if (n != UV_ENOENT && st->scans == 1)
                 st->unreadable++;
             continue;
         }
         if (st->scans == 1)
             st->examined++;
-        if (n > 0 && env_marked(t, *buf, (size_t)n)) {
+        if (env_marked(t, *buf, (size_t)n)) {
             (*found)++;
-            if (kill((pid_t)pid, SIGKILL) == 0)
-                st->killed++;
+            rc = kill_marked(procfd, de->d_name, (pid_t)pid, t, buf, cap, killed, st);
         }
     }
     closedir(d);
-    return 0;
+    return rc;
+}
+
+/* Waits until every process of w is a zombie or gone: a pidfd polls readable only then, that is
+ * after the kernel closed the process's files (ql_procinfo.h, ql_proc_group_running()), or
+ * until deadline (ql_boot_ms()). Returns how many were still there then, or a UV_E* code. */
+static int wait_gone(const waits_t *w, int64_t deadline) {
+    int left = 0;
+    for (size_t i = 0; i < w->n;) {
+        struct pollfd p = {.fd = w->fd[i], .events = POLLIN};
+        int64_t ms = deadline - ql_boot_ms();
+        int r = poll(&p, 1, ms > 0 ? (int)ms : 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -errno;
+        left += r == 0;
+        i++;
+    }
+    return left;
 }
 
 int ql_proc_kill_tokens(const ql_proc_tokens_t *t, ql_proc_sweep_t *stats) {
     ql_proc_sweep_t st = {0};
     char *buf = NULL;
     size_t cap = 0;
+    waits_t killed = {0}, exiting = {0};
     int rc = 0;
     unsigned found = 0;
     if (t->n) {
@@ -355,11 +465,23 @@ int ql_proc_kill_tokens(const ql_proc_tokens_t *t, ql_proc_sweep_t *stats) {
                 nanosleep(&ms, NULL);
             }
             st.scans++;
-            rc = sweep_once(t, &buf, &cap, &found, &st);
+            rc = sweep_once(t, &buf, &cap, &found, &killed, &exiting, &st);
         } while (!rc && found && st.scans < QL_PROC_SWEEP_MAX_SCANS);
         if (!rc && found)
             rc = UV_EBUSY;
+        /* A scan that finds none proves only that no marked process still has its memory: one
+         * that was killed (here, by its step's death or by its watcher) and whose memory the
+         * kernel has freed may still hold its files. */
+        const int64_t deadline = ql_boot_ms() + QL_PROC_DRAIN_MS;
+        if (!rc && (rc = wait_gone(&killed, deadline)) > 0)
+            rc = UV_EBUSY;
+        if (!rc && (rc = wait_gone(&exiting, deadline)) > 0) {
+            st.lingered = (unsigned)rc;
+            rc = 0;
+        }
     }
+    waits_close(&killed);
+    waits_close(&exiting);
     free(buf);
     if (stats)
         *stats = st;

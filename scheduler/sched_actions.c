@@ -233,7 +233,9 @@ typedef struct {
     unsigned groups, groups_left, left_elsewhere;
     foreign_t *foreign; /* RUNNING steps another server ran, for the grace */
     size_t n_foreign, cap_foreign;
-    int rc; /* the first error collecting markers */
+    int rc;       /* the first error collecting markers */
+    int group_rc; /* UV_EBUSY: a killed group still ran after QL_PROC_DRAIN_MS */
+    int group_pgid;
 } recover_t;
 
 /* A try of another host: logged and, when it was running, noted for the grace. Returns true: the
@@ -281,6 +283,13 @@ static bool recover_step(const ql_step_t *st, void *arg) {
     ql_proc_group_fate_t fate;
     int rc = ql_proc_kill_group_checked(&id, r->boot_id, &fate);
     ql_step_id_format(&st->job, st->seq, sid);
+    if (rc && fate == QL_PROC_GROUP_KILLED) {
+        if (!r->group_rc) {
+            r->group_rc = rc;
+            r->group_pgid = st->pgid;
+        }
+        return false;
+    }
     if (rc == 0 && fate == QL_PROC_GROUP_KILLED) {
         r->groups++;
         ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
@@ -303,7 +312,7 @@ static int recover_begin(recover_t *r, ql_err_t *err) {
     r->n = 0;
     r->groups = r->groups_left = r->left_elsewhere = 0;
     r->n_foreign = 0;
-    r->rc = 0;
+    r->rc = r->group_rc = r->group_pgid = 0;
     ql_proc_tokens_free(r->tokens);
     r->tokens = NULL;
     int rc = ql_proc_tokens_new(&r->tokens);
@@ -333,6 +342,11 @@ static int recover_sweep(recover_t *r, ql_err_t *err) {
     if (r->rc)
         return ql_err_set(err, r->rc, "cannot collect the markers of interrupted steps: %s",
                           ql_strerror(r->rc));
+    if (r->group_rc)
+        return ql_err_set(err, r->group_rc,
+                          "cannot make sure the killed process group %d of an interrupted step "
+                          "is gone: %s",
+                          r->group_pgid, ql_strerror(r->group_rc));
     if (!ql_proc_tokens_count(r->tokens)) {
         if (r->groups_left || r->left_elsewhere)
             ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
@@ -346,11 +360,12 @@ static int recover_sweep(recover_t *r, ql_err_t *err) {
         return ql_err_set(err, rc,
                           "cannot make sure the processes of %zu interrupted steps are gone: %s",
                           ql_proc_tokens_count(r->tokens), ql_strerror(rc));
-    ql_log(r->s->opts.log, QL_LOG_INFO, "scheduler",
+    ql_log(r->s->opts.log, sw.lingered ? QL_LOG_WARN : QL_LOG_INFO, "scheduler",
            "swept the processes of interrupted steps steps=%zu killed=%u scans=%u examined=%u "
-           "unreadable=%u groups_killed=%u groups_left=%u left_to_their_host=%u",
+           "unreadable=%u exiting=%u lingered=%u groups_killed=%u groups_left=%u "
+           "left_to_their_host=%u",
            ql_proc_tokens_count(r->tokens), sw.killed, sw.scans, sw.examined, sw.unreadable,
-           r->groups, r->groups_left, r->left_elsewhere);
+           sw.exiting, sw.lingered, r->groups, r->groups_left, r->left_elsewhere);
     return 0;
 }
 

@@ -54,10 +54,10 @@ static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
         return ql_err_set(err, rc,
                           "step %s: cannot make sure its previous try's processes are gone: %s",
                           sid, ql_strerror(rc));
-    ql_log(s->opts.log, sw.killed ? QL_LOG_WARN : QL_LOG_INFO, "scheduler",
+    ql_log(s->opts.log, sw.killed || sw.lingered ? QL_LOG_WARN : QL_LOG_INFO, "scheduler",
            "swept the previous try of a step before its next try step=%s killed=%u scans=%u "
-           "reason=\"an action stopped it after its commit\"",
-           sid, sw.killed, sw.scans);
+           "exiting=%u lingered=%u reason=\"an action stopped it after its commit\"",
+           sid, sw.killed, sw.scans, sw.exiting, sw.lingered);
     st->token[0] = '\0';
     return 0;
 }

@@ -135,6 +135,12 @@ static int sweep_stopped_try(ql_shell_try_t *t) {
                "killed processes the stopped step left outside its group step=%02u job=%s "
                "killed=%u",
                t->seq, id, sw.killed);
+    if (!rc && sw.lingered)
+        ql_log(t->env->opts->log, QL_LOG_WARN, "scheduler",
+               "an exiting process of this user, whose step cannot be told, was still not gone "
+               "%d ms after the sweep step=%02u job=%s lingered=%u: a process stuck in the "
+               "kernel (an uninterruptible sleep) dies when the kernel lets it",
+               QL_PROC_DRAIN_MS, t->seq, id, sw.lingered);
     return rc;
 }
 

@@ -9,8 +9,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "base/ql_procinfo.h"
+#include "tests/common/slow_exit_util.h"
+#include "tests/common/tmp_util.h"
 
 #define DEADLINE_MS 10000
 
@@ -89,4 +92,40 @@ Test(group_running, a_zombie_member_is_not_running) {
 Test(group_running, no_group_number_is_running) {
     cr_assert_not(ql_proc_group_running(0));
     cr_assert_not(ql_proc_group_running(-5));
+}
+
+/* A member killed by a signal begins to exit (PF_EXITING) and frees its memory before it closes
+ * its files: until it is a zombie its lock is still held, and the group still counts. */
+Test(group_running, an_exiting_member_that_still_holds_its_files_is_running) {
+    char dir[64];
+    ql_test_tmpdir(dir, sizeof dir, "ql_group_exit");
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    pid_t pid = ql_test_slow_exit_start(dir, env);
+    cr_assert(ql_proc_group_running(pid));
+    cr_assert_eq(kill(-pid, SIGKILL), 0);
+    int64_t end = now_ms() + DEADLINE_MS;
+    unsigned exiting_and_running = 0;
+    while (ql_proc_group_running(pid)) {
+        ql_proc_info_t info;
+        if (ql_proc_info(pid, &info) == 0 && info.exiting && info.state != 'Z')
+            exiting_and_running++;
+        cr_assert_lt(now_ms(), end, "the killed group never stopped");
+    }
+    cr_assert(ql_test_slow_exit_lock_free(dir),
+              "the group counted as stopped while its member still held its lock "
+              "(seen exiting and counted running %u times)",
+              exiting_and_running);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+}
+
+Test(group_running, waiting_for_a_killed_group_returns_once_it_let_go_of_its_files) {
+    char dir[64];
+    ql_test_tmpdir(dir, sizeof dir, "ql_group_wait");
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    pid_t pid = ql_test_slow_exit_start(dir, env);
+    cr_assert_eq(ql_proc_group_wait_gone(pid, 0), UV_EBUSY, "it runs: no time to wait");
+    cr_assert_eq(kill(-pid, SIGKILL), 0);
+    cr_assert_eq(ql_proc_group_wait_gone(pid, DEADLINE_MS), 0);
+    cr_assert(ql_test_slow_exit_lock_free(dir));
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
 }

@@ -17,8 +17,8 @@ bool ql_test_drive_until(uv_loop_t *loop, ql_test_cond_fn cond, const void *arg,
 /* Runs loop for ms whatever happens (to show that something does NOT happen). */
 void ql_test_drive_for(uv_loop_t *loop, int64_t ms);
 
-/* True when no process of group pgid runs code any more (base/ql_procinfo.h,
- * ql_proc_group_running: each is a zombie or exiting). */
+/* True when no process of group pgid runs or holds anything any more (base/ql_procinfo.h,
+ * ql_proc_group_running: each is a zombie). */
 bool ql_test_group_gone(int pgid);
 /* Process pid's state, parent and process group from /proc/PID/stat; false when it is gone. */
 bool ql_test_proc_stat(long pid, char *state, long *ppid, long *pgrp);

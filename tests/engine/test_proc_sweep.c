@@ -3,7 +3,9 @@
  * processes carrying one, and the process-group kill checked against its leader's identity.
  * Real processes; each test kills and reaps what it started, also when it fails (.fini).
  */
+#include "base/ql_procinfo.h"
 #include "engine/ql_proc.h"
+#include "tests/common/slow_exit_util.h"
 #include "tests/common/tmp_util.h"
 
 #include <criterion/criterion.h>
@@ -249,4 +251,98 @@ Test(proc_sweep, a_group_is_killed_only_while_its_recorded_leader_lives, .fini =
     other.pgid = getpgrp();
     cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), UV_EINVAL);
     cr_assert_eq(ql_proc_ident_of(0, &other), UV_EINVAL);
+}
+
+/* ---- killed is not gone: a dying process holds its files until its memory is freed ---- */
+
+/* A slow_exit (tests/engine/slow_exit.c) carrying token t, in tmp; returns its pid. */
+static pid_t spawn_marked_slow_exit(char *token) {
+    static char entry[64];
+    cr_assert_eq(ql_proc_token_new(token), 0);
+    snprintf(entry, sizeof entry, QL_PROC_TOKEN_ENV "=%s", token);
+    ql_test_tmpdir(tmp, sizeof tmp, "ql_sweep_exit");
+    char *env[] = {entry, NULL};
+    pid_t pid = ql_test_slow_exit_start(tmp, env);
+    cr_assert_lt(n_kids, MAX_KIDS);
+    kids[n_kids++] = pid;
+    cr_assert_not(ql_test_slow_exit_lock_free(tmp), "slow_exit holds its lock");
+    return pid;
+}
+
+static void sweep_token(const char *token, ql_proc_sweep_t *sw) {
+    ql_proc_tokens_t *set;
+    cr_assert_eq(ql_proc_tokens_new(&set), 0);
+    cr_assert_eq(ql_proc_tokens_add(set, token), 0);
+    cr_assert_eq(ql_proc_kill_tokens(set, sw), 0);
+    ql_proc_tokens_free(set);
+}
+
+static void teardown_slow_exit(void) {
+    for (int i = 0; i < n_kids; i++)
+        if (kids[i] > 0) {
+            kill(kids[i], SIGKILL);
+            waitpid(kids[i], NULL, 0);
+            kids[i] = 0;
+        }
+    n_kids = 0;
+    tmp[0] = '\0'; /* the directory goes with the test's own cleanup (tmp_util.h) */
+}
+
+/* The second scan comes 1 ms after the kill, when the process has no environment left but is
+ * still freeing its memory, its lock still held: a sweep that stopped there would let the next
+ * try start beside it. */
+Test(proc_sweep, returns_only_once_the_killed_process_let_go_of_its_files,
+     .fini = teardown_slow_exit) {
+    char token[QL_PROC_TOKEN_LEN + 1];
+    spawn_marked_slow_exit(token);
+    ql_proc_sweep_t sw;
+    sweep_token(token, &sw);
+    cr_assert_geq(sw.killed, 1, "a process the next scan still sees alive is killed again");
+    cr_assert(ql_test_slow_exit_lock_free(tmp),
+              "the sweep returned while the process it killed still held its lock");
+}
+
+/* The usual case after a crash: PR_SET_PDEATHSIG or the step's watcher killed the process a
+ * moment before recovery sweeps, so the scan finds it already without an environment. */
+Test(proc_sweep, waits_for_a_process_someone_else_killed_while_it_exits,
+     .fini = teardown_slow_exit) {
+    bool seen = false;
+    /* The exiting state lasts some 10 to 30 ms: a test starved of the CPU for all of it tries
+     * again rather than proving nothing. */
+    for (int attempt = 0; attempt < 5 && !seen; attempt++) {
+        char token[QL_PROC_TOKEN_LEN + 1];
+        pid_t pid = spawn_marked_slow_exit(token);
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        ql_proc_info_t info;
+        int64_t deadline = mono_ms() + 5000;
+        while (ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !info.exiting)
+            cr_assert_lt(mono_ms(), deadline, "the killed process never began to exit");
+        seen =
+            ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !ql_test_slow_exit_lock_free(tmp);
+        if (!seen) {
+            teardown_slow_exit();
+            continue;
+        }
+        ql_proc_sweep_t sw;
+        sweep_token(token, &sw);
+        cr_assert_eq(sw.killed, 0, "it was dying already");
+        cr_assert(ql_test_slow_exit_lock_free(tmp),
+                  "the sweep returned while an exiting process still held its lock "
+                  "(exiting=%u lingered=%u)",
+                  sw.exiting, sw.lingered);
+    }
+    cr_assert(seen, "never caught the process while it exited holding its lock");
+}
+
+Test(proc_sweep, a_killed_group_is_waited_for_until_it_let_go_of_its_files,
+     .fini = teardown_slow_exit) {
+    char token[QL_PROC_TOKEN_LEN + 1];
+    pid_t pid = spawn_marked_slow_exit(token);
+    ql_proc_ident_t id;
+    cr_assert_eq(ql_proc_ident_of(pid, &id), 0);
+    ql_proc_group_fate_t fate;
+    cr_assert_eq(ql_proc_kill_group_checked(&id, id.boot_id, &fate), 0);
+    cr_assert_eq(fate, QL_PROC_GROUP_KILLED);
+    cr_assert(ql_test_slow_exit_lock_free(tmp),
+              "the group kill returned while its process still held its lock");
 }

@@ -20,7 +20,8 @@ typedef struct ql_proc_info {
     uint64_t start; /* field 22: start time in clock ticks since boot */
     uid_t uid;      /* the owner of /proc/PID: the process's effective uid */
     pid_t pgrp;     /* field 5: its process group */
-    bool exiting;   /* field 9 has PF_EXITING: it has begun to exit and runs no code of its own */
+    bool exiting;   /* field 9 has PF_EXITING: it has begun to exit and runs no code of its own,
+                     * but may still hold its files (see ql_proc_group_running()) */
 } ql_proc_info_t;
 
 /* Reads pid's facts. Returns 0, UV_ESRCH when there is no such process, or another negative
@@ -37,14 +38,21 @@ static inline bool ql_proc_is_stopped(char state) {
  * UV_ESRCH when it is gone or the pid names another process now, or another negative error. */
 int ql_proc_kill(pid_t pid, uint64_t start, int sig);
 /*
- * Whether a process of group pgid may still run code of its own: one that is neither a zombie
- * nor exiting (PF_EXITING). A process killed by a signal keeps its entry, its state and, for a
- * moment, even its memory while the kernel tears it down; only these two facts say it is done.
- * One kill(-pgid, 0) answers for a group that is gone altogether; otherwise one pass over /proc
- * (a zombie nobody has reaped yet keeps the group's number taken). When /proc cannot be read the
- * answer is true: a caller must not take a group it cannot see for stopped. Thread-safe.
+ * Whether a process of group pgid may still run code or hold what it holds: one that is not a
+ * zombie (state Z or X). A process killed by a signal is not done when it begins to exit: the
+ * kernel frees its memory first (its /proc environment reads empty from then on) and closes its
+ * files after that, so a lock it holds on a file, or the write end of a pipe, outlives its
+ * last instruction by as long as the teardown of its memory takes (milliseconds for a large
+ * process). Only the zombie state says that all of it is released. One kill(-pgid, 0) answers
+ * for a group that is gone altogether; otherwise one pass over /proc (a zombie nobody has reaped
+ * yet keeps the group's number taken). When /proc cannot be read the answer is true: a caller
+ * must not take a group it cannot see for stopped. Thread-safe.
  */
 bool ql_proc_group_running(pid_t pgid);
+/* Polls ql_proc_group_running() every millisecond until it is false. Returns 0, or UV_EBUSY
+ * when a process of the group still runs after timeout_ms (one stuck in an uninterruptible
+ * sleep, say on a dead NFS server, dies only when the kernel lets it). Blocks; thread-safe. */
+int ql_proc_group_wait_gone(pid_t pgid, int timeout_ms);
 /* Milliseconds of CLOCK_BOOTTIME: monotonic, shared by every process of the host, and counting
  * time suspended, so a lease read by another process means the same thing. */
 int64_t ql_boot_ms(void);

@@ -33,10 +33,11 @@
  * escalated to SIGKILL and the process has exited, the proc waits QL_PROC_DRAIN_MS more and then
  * completes without that EOF. Without a timeout or a stop, such a step is waited for as long as
  * the pipe stays open (Kylin waits for the stream's EOF too). A stopped step's exit callback
- * also waits until no process of its group runs code (ql_proc_group_running(): each is a zombie
- * or exiting): a signal is delivered when the kernel next schedules its target, and a process
- * that closed its pipes may still be on its way out, so without the wait what the caller starts
- * next could overlap the stopped try by a moment. The wait is at most QL_PROC_DRAIN_MS; past it
+ * also waits until no process of its group runs or holds anything (ql_proc_group_running():
+ * each is a zombie): a signal is delivered when the kernel next schedules its target, and a
+ * process that closed its pipes may still be on its way out, holding its file locks until its
+ * memory is freed, so without the wait what the caller starts next could overlap the stopped
+ * try by a moment. The wait is at most QL_PROC_DRAIN_MS; past it
  * the result says group_lingered.
  *
  * Timers. Timeout and grace use uv_timer_t on the proc's loop, not a ql_clock_t: they measure a
@@ -241,10 +242,14 @@ typedef enum ql_proc_group_fate {
 /*
  * SIGKILLs the process group id->pgid only when it is provably the recorded one: its leader
  * lives with the recorded start time, in the recorded boot; boot_id is the current one
- * (ql_proc_boot_id(), read once for many groups). *fate says what was done. Returns 0 (also when
- * the group was left alone), UV_EINVAL for pgid <= 1 or the caller's own group, or the UV_E*
- * code of reading /proc or of kill(). A group whose leader is gone is left to
- * ql_proc_kill_tokens(): its number cannot be proved to be the step's. Thread-safe.
+ * (ql_proc_boot_id(), read once for many groups), and then waits until every process of the
+ * group is a zombie or gone (ql_proc_group_wait_gone(), at most QL_PROC_DRAIN_MS): a killed
+ * process still holds its files, and so its locks, until the kernel has freed its memory.
+ * *fate says what was done. Returns 0 (also when the group was left alone), UV_EBUSY when the
+ * killed group still ran after QL_PROC_DRAIN_MS (*fate is QL_PROC_GROUP_KILLED), UV_EINVAL for
+ * pgid <= 1 or the caller's own group, or the UV_E* code of reading /proc or of kill(). A group
+ * whose leader is gone is left to ql_proc_kill_tokens(): its number cannot be proved to be the
+ * step's. Blocks for the wait; thread-safe.
  */
 int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
                                ql_proc_group_fate_t *fate);
@@ -268,6 +273,8 @@ typedef struct ql_proc_sweep {
     unsigned examined;   /* environments read in the first pass */
     unsigned killed;     /* SIGKILLs sent (one still exiting at the next pass counts again) */
     unsigned unreadable; /* processes of the user whose environment could not be read */
+    unsigned exiting;    /* exiting processes of the user with no environment left: waited for */
+    unsigned lingered;   /* of those, still not a zombie QL_PROC_DRAIN_MS after the last scan */
 } ql_proc_sweep_t;
 
 /* Passes over /proc before a sweep gives up, each one after a 1 ms pause. */
@@ -275,12 +282,22 @@ typedef struct ql_proc_sweep {
 
 /*
  * SIGKILLs every live process of the caller's effective uid (but the caller) whose environment
- * holds QL_PROC_TOKEN_ENV=<a token of set>, then scans again, until a scan finds none. A zombie
- * has no environment left and is not counted: it has stopped running. One scan serves the whole
- * set, so its cost is one read of the environment per process of the user, whatever the number
- * of tokens. Returns 0 when none is left, UV_EBUSY when some were still found after
- * QL_PROC_SWEEP_MAX_SCANS scans, or the UV_E* code of opening /proc. stats may be NULL.
- * Thread-safe (it reads the set only).
+ * holds QL_PROC_TOKEN_ENV=<a token of set>, then scans again, until a scan finds none, and then
+ * waits until every process it killed is a zombie or gone. The scans alone would not do: the
+ * kernel frees a dying process's memory, and with it the environment the scan reads, before it
+ * closes the process's files, so a process the last scan no longer sees may still hold a lock
+ * its step's next try needs. Each kill goes through a pidfd (opened before the environment is
+ * read the second time, so a reused number is never signalled), and the pidfd is what is waited
+ * on: it polls readable once the process has become a zombie. A process someone else killed
+ * (PR_SET_PDEATHSIG, the step's watcher) may be in that state when the scan comes: every process
+ * of the user that is exiting (PF_EXITING) with its environment already gone is waited for the
+ * same way, since whose it was cannot be told any more; one that is still not a zombie after
+ * QL_PROC_DRAIN_MS is counted in stats->lingered and the sweep goes on (it is not provably a
+ * step's). One scan serves the whole set, so its cost is one read of the environment per
+ * process of the user, whatever the number of tokens. Returns 0 when none is left, UV_EBUSY when
+ * some were still found after QL_PROC_SWEEP_MAX_SCANS scans or one it killed had not become a
+ * zombie QL_PROC_DRAIN_MS after the last scan, or the UV_E* code of opening /proc. stats may be
+ * NULL. Blocks; thread-safe (it reads the set only).
  */
 int ql_proc_kill_tokens(const ql_proc_tokens_t *set, ql_proc_sweep_t *stats);
 

@@ -1,0 +1,48 @@
+/*
+ * slow_exit LOCKFILE MIB READYFILE: a process that takes long to die. It holds an exclusive
+ * flock on LOCKFILE and MIB MiB of memory it has touched (small pages), writes READYFILE, and
+ * waits to be killed. When it is killed, the kernel frees that memory first (from then on its
+ * /proc environment reads empty and PF_EXITING is set) and closes its files, and so releases
+ * the lock, only after that: the tests of the sweep and of the group check
+ * (tests/engine/test_proc_sweep.c, tests/base/test_procinfo.c) use the gap to show that a
+ * process counts as gone only once it is a zombie.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: slow_exit LOCKFILE MIB READYFILE\n");
+        return 2;
+    }
+    alarm(120); /* should the test that started it fail before killing it */
+    int fd = open(argv[1], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        perror("slow_exit: lock");
+        return 1;
+    }
+    size_t len = (size_t)atol(argv[2]) << 20;
+    char *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        perror("slow_exit: mmap");
+        return 1;
+    }
+    /* Small pages: freeing them one by one is what makes the exit slow. */
+    madvise(mem, len, MADV_NOHUGEPAGE);
+    for (size_t i = 0; i < len; i += 4096)
+        mem[i] = 1;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", argv[3]);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 || rename(tmp, argv[3])) {
+        perror("slow_exit: ready file");
+        return 1;
+    }
+    for (;;)
+        pause();
+}
