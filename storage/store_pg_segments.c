@@ -62,6 +62,21 @@ int pg_segment_exists(ql_txn_t *bt, const ql_id_t *id) {
     return rc;
 }
 
+/* Locks the model segment id is stored under now (QL_ENOTFOUND: there is none): a move and a
+ * delete change that model's segments. */
+static int lock_current_model(pg_txn_t *t, const ql_id_t *id) {
+    pg_params_t p = {0};
+    pg_p_uuid(&p, id);
+    PGresult *r;
+    int rc = pg_one_row(t, S_SEG_OLD, &p, &r);
+    if (rc)
+        return rc;
+    ql_id_t model;
+    pg_get_uuid(r, 0, 0, &model);
+    PQclear(r);
+    return pg_lock_model(t, &model);
+}
+
 /* Under the model lock (of the old model too, when a segment moves). The model's lock goes out
  * with the put, which writes only a segment that is new or stays in that model; one that moves
  * (no row answered) is written again after its old model's lock. */
@@ -107,14 +122,7 @@ int pg_segment_put(ql_txn_t *bt, ql_segment_t *s) {
     if (done)
         return 0;
     seg_forget(t, &s->id); /* it moves */
-    pg_params_t id = {0};
-    pg_p_uuid(&id, &s->id);
-    if ((rc = pg_one_row(t, S_SEG_OLD, &id, &r)))
-        return rc;
-    ql_id_t old;
-    pg_get_uuid(r, 0, 0, &old);
-    PQclear(r);
-    if ((rc = pg_lock_model(t, &old)))
+    if ((rc = lock_current_model(t, &s->id)))
         return rc;
     if (carry)
         p.n--; /* the upsert takes no lock key: the lock was taken above */
@@ -126,17 +134,12 @@ int pg_segment_delete(ql_txn_t *bt, const ql_id_t *id) {
     if (!bt->write)
         return QL_EINVAL;
     seg_forget(t, id);
+    int rc = lock_current_model(t, id);
+    if (rc)
+        return rc;
     pg_params_t p = {0};
     pg_p_uuid(&p, id);
     PGresult *r;
-    int rc = pg_one_row(t, S_SEG_OLD, &p, &r);
-    if (rc)
-        return rc;
-    ql_id_t model;
-    pg_get_uuid(r, 0, 0, &model);
-    PQclear(r);
-    if ((rc = pg_lock_model(t, &model)))
-        return rc;
     if ((rc = pg_one_row(t, S_SEG_DELETE, &p, &r)))
         return rc;
     PQclear(r);
