@@ -299,31 +299,27 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
     return (ssize_t)len;
 }
 
-/* Pidfds of processes a sweep waits for until each is a zombie or gone, with their pids. */
+/* Processes a sweep waits for until each is a zombie or gone: a pidfd and the pid it pins. */
 typedef struct {
-    int *fd;
-    pid_t *pid;
-    size_t n, cap_fd, cap_pid;
+    int fd;
+    pid_t pid;
+} waited_t;
+
+typedef struct {
+    waited_t *v;
+    size_t n, cap;
 } waits_t;
 
 static void waits_close(waits_t *w) {
     for (size_t i = 0; i < w->n; i++)
-        close(w->fd[i]);
-    free(w->fd);
-    free(w->pid);
+        close(w->v[i].fd);
+    free(w->v);
     *w = (waits_t){0};
-}
-
-static int waits_reserve(waits_t *w) {
-    if (QL_ARRAY_RESERVE(w->fd, w->cap_fd, w->n + 1, 8) ||
-        QL_ARRAY_RESERVE(w->pid, w->cap_pid, w->n + 1, 8))
-        return UV_ENOMEM;
-    return 0;
 }
 
 static bool waits_has(const waits_t *w, pid_t pid) {
     for (size_t i = 0; i < w->n; i++)
-        if (w->pid[i] == pid)
+        if (w->v[i].pid == pid)
             return true;
     return false;
 }
@@ -334,7 +330,7 @@ static bool waits_has(const waits_t *w, pid_t pid) {
  * gone) or UV_ENOMEM. */
 static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_tokens_t *t,
                        char **buf, size_t *cap, waits_t *w, ql_proc_sweep_t *st) {
-    if (waits_reserve(w))
+    if (QL_ARRAY_RESERVE(w->v, w->cap, w->n + 1, 8))
         return UV_ENOMEM;
     int pfd = pidfd_open(pid, 0);
     if (pfd < 0)
@@ -353,8 +349,7 @@ static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_to
         return 0;
     }
     st->killed += marked;
-    w->fd[w->n] = pfd;
-    w->pid[w->n++] = pid;
+    w->v[w->n++] = (waited_t){pfd, pid};
     return 0;
 }
 
@@ -367,14 +362,13 @@ static int note_exiting(pid_t pid, waits_t *w, ql_proc_sweep_t *st) {
     if (waits_has(w, pid) || ql_proc_info(pid, &info) != 0 || !info.exiting || info.state == 'Z' ||
         info.state == 'X')
         return 0;
-    if (waits_reserve(w))
+    if (QL_ARRAY_RESERVE(w->v, w->cap, w->n + 1, 8))
         return UV_ENOMEM;
     int pfd = pidfd_open(pid, 0);
     if (pfd < 0)
         return 0;
     st->exiting++;
-    w->fd[w->n] = pfd;
-    w->pid[w->n++] = pid;
+    w->v[w->n++] = (waited_t){pfd, pid};
     return 0;
 }
 
@@ -436,7 +430,7 @@ static int sweep_once(const ql_proc_tokens_t *t, char **buf, size_t *cap, unsign
 static int wait_gone(const waits_t *w, int64_t deadline) {
     int left = 0;
     for (size_t i = 0; i < w->n;) {
-        struct pollfd p = {.fd = w->fd[i], .events = POLLIN};
+        struct pollfd p = {.fd = w->v[i].fd, .events = POLLIN};
         int64_t ms = deadline - ql_boot_ms();
         int r = poll(&p, 1, ms > 0 ? (int)ms : 0);
         if (r < 0 && errno == EINTR)
