@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +89,19 @@ int ql_proc_kill(pid_t pid, uint64_t start, int sig) {
     return rc;
 }
 
+/* Whether zombie pid is done: a first thread that called pthread_exit() shows as a zombie while
+ * the process's other threads run on, and its pidfd polls readable only once all have exited.
+ * A pidfd that cannot be opened for another reason than ESRCH cannot tell: not done. */
+static bool zombie_done(pid_t pid) {
+    int pfd = pidfd_open(pid, 0);
+    if (pfd < 0)
+        return errno == ESRCH;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    bool done = poll(&p, 1, 0) == 1;
+    close(pfd);
+    return done;
+}
+
 bool ql_proc_group_running(pid_t pgid) {
     if (pgid <= 0 || (kill(-pgid, 0) != 0 && errno == ESRCH))
         return false;
@@ -100,8 +114,8 @@ bool ql_proc_group_running(pid_t pgid) {
         if (e->d_name[0] < '1' || e->d_name[0] > '9')
             continue;
         ql_proc_info_t info = {0};
-        if (read_stat(e->d_name, &info) == 0 && info.pgrp == pgid && info.state != 'Z' &&
-            info.state != 'X')
+        if (read_stat(e->d_name, &info) == 0 && info.pgrp == pgid &&
+            ((info.state != 'Z' && info.state != 'X') || !zombie_done((pid_t)atol(e->d_name))))
             running = true;
     }
     closedir(d);

@@ -299,6 +299,40 @@ static ssize_t read_environ(int procfd, const char *name, char **buf, size_t *ca
     return (ssize_t)len;
 }
 
+/* Reads the environment of the process /proc/<name>: its first thread's, or when that one has
+ * none, another thread's (a first thread that called pthread_exit() shows no memory while the
+ * others run on with the memory and the environment they share). Returns its length; 0 or
+ * UV_ESRCH when no thread has one (an empty environment, or a process whose memory is gone:
+ * exiting); or another UV_E* code. */
+static ssize_t read_process_environ(int procfd, const char *name, char **buf, size_t *cap) {
+    ssize_t n = read_environ(procfd, name, buf, cap);
+    if (n != 0 && n != UV_ESRCH)
+        return n;
+    char path[300];
+    snprintf(path, sizeof path, "%s/task", name);
+    int fd = openat(procfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return n;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] < '1' || de->d_name[0] > '9' || strcmp(de->d_name, name) == 0)
+            continue;
+        char thread[300];
+        snprintf(thread, sizeof thread, "%s/task/%.32s", name, de->d_name);
+        ssize_t m = read_environ(procfd, thread, buf, cap);
+        if (m > 0 || m == UV_ENOMEM) {
+            n = m;
+            break;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
 /* Processes a sweep waits for until each is a zombie or gone: a pidfd and the pid it pins. */
 typedef struct {
     int fd;
@@ -335,7 +369,7 @@ static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_to
     int pfd = pidfd_open(pid, 0);
     if (pfd < 0)
         return 0; /* gone since the scan */
-    ssize_t n = read_environ(procfd, name, buf, cap);
+    ssize_t n = read_process_environ(procfd, name, buf, cap);
     if (n == UV_ENOMEM) {
         close(pfd);
         return UV_ENOMEM;
@@ -353,20 +387,27 @@ static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_to
     return 0;
 }
 
-/* A process whose environment cannot be read any more, or reads empty, may be one that is
- * exiting: the kernel freed its memory, environment included, but it may still hold its files.
- * Whose it was cannot be told any more, so one that is exiting is waited for (it runs no code, so
- * this takes as long as the kernel needs to close its files). Returns 0 or UV_ENOMEM. */
+/* A process none of whose threads has an environment may be one that is exiting: the kernel
+ * freed its memory, environment included, but it may still hold its files. Whose it was cannot
+ * be told any more, so one that is exiting (PF_EXITING on its first thread, or that thread
+ * already a zombie) and not yet gone (its pidfd polls readable only once every thread has
+ * exited) is waited for: it runs no code, so this takes as long as the kernel needs to close
+ * its files. Returns 0 or UV_ENOMEM. */
 static int note_exiting(pid_t pid, waits_t *w, ql_proc_sweep_t *st) {
     ql_proc_info_t info;
-    if (waits_has(w, pid) || ql_proc_info(pid, &info) != 0 || !info.exiting || info.state == 'Z' ||
-        info.state == 'X')
+    if (waits_has(w, pid) || ql_proc_info(pid, &info) != 0 ||
+        !(info.exiting || info.state == 'Z' || info.state == 'X'))
         return 0;
     if (QL_ARRAY_RESERVE(w->v, w->cap, w->n + 1, 8))
         return UV_ENOMEM;
     int pfd = pidfd_open(pid, 0);
     if (pfd < 0)
         return 0;
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    if (poll(&p, 1, 0) == 1) {
+        close(pfd); /* gone: a zombie whose every thread has exited */
+        return 0;
+    }
     st->exiting++;
     w->v[w->n++] = (waited_t){pfd, pid};
     return 0;
@@ -397,14 +438,14 @@ static int sweep_once(const ql_proc_tokens_t *t, char **buf, size_t *cap, unsign
         struct stat sb;
         if (fstatat(procfd, de->d_name, &sb, 0) != 0 || sb.st_uid != me)
             continue;
-        ssize_t n = read_environ(procfd, de->d_name, buf, cap);
+        ssize_t n = read_process_environ(procfd, de->d_name, buf, cap);
         if (n == UV_ENOMEM) {
             rc = UV_ENOMEM;
             break;
         }
         if (n == 0 || n == UV_ESRCH) {
-            /* No environment left (newer kernels refuse the read, older ones read nothing):
-             * gone, or exiting. */
+            /* No environment (newer kernels refuse the read of a process whose memory is gone,
+             * older ones read nothing): gone, exiting, or a process with an empty one. */
             rc = note_exiting((pid_t)pid, exiting, st);
             continue;
         }

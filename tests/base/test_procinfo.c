@@ -129,3 +129,19 @@ Test(group_running, waiting_for_a_killed_group_returns_once_it_let_go_of_its_fil
     cr_assert(ql_test_slow_exit_lock_free(dir));
     cr_assert_eq(waitpid(pid, NULL, 0), pid);
 }
+
+/* A member whose first thread exited shows as a zombie while its other threads run on. */
+Test(group_running, a_member_whose_first_thread_exited_runs_while_its_other_threads_do) {
+    char dir[64];
+    ql_test_tmpdir(dir, sizeof dir, "ql_group_thread");
+    char *env[] = {"PATH=/usr/bin:/bin", NULL};
+    pid_t pid = ql_test_slow_exit_start_threaded(dir, env);
+    ql_proc_info_t info;
+    cr_assert_eq(ql_proc_info(pid, &info), 0);
+    cr_assert_eq(info.state, 'Z', "the first thread has exited");
+    cr_assert(ql_proc_group_running(pid), "its second thread runs");
+    cr_assert_eq(kill(-pid, SIGKILL), 0);
+    cr_assert_eq(ql_proc_group_wait_gone(pid, DEADLINE_MS), 0);
+    cr_assert(ql_test_slow_exit_lock_free(dir));
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+}

@@ -1,9 +1,11 @@
 /* See slow_exit_util.h. */
 #include "tests/common/slow_exit_util.h"
+#include "base/ql_procinfo.h"
 #include "tests/common/loop_util.h"
 
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -11,7 +13,7 @@
 
 #define START_DEADLINE_MS 30000 /* touching 512 MiB under the sanitizers, on a loaded machine */
 
-pid_t ql_test_slow_exit_start(const char *dir, char *const env[]) {
+static pid_t start(const char *dir, char *const env[], bool threaded) {
     char lock[256], ready[256];
     snprintf(lock, sizeof lock, "%s/lock", dir);
     snprintf(ready, sizeof ready, "%s/ready", dir);
@@ -19,7 +21,12 @@ pid_t ql_test_slow_exit_start(const char *dir, char *const env[]) {
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
-        char *argv[] = {"slow_exit", lock, QL_TEST_SLOW_EXIT_MIB, ready, NULL};
+        char *argv[] = {"slow_exit",
+                        lock,
+                        threaded ? "1" : QL_TEST_SLOW_EXIT_MIB,
+                        ready,
+                        threaded ? "thread" : NULL,
+                        NULL};
         execve(QL_TEST_SLOW_EXIT, argv, env);
         _exit(127);
     }
@@ -32,6 +39,22 @@ pid_t ql_test_slow_exit_start(const char *dir, char *const env[]) {
         cr_assert_lt(ql_test_mono_ms(), deadline, "slow_exit was not ready in time");
         usleep(1000); /* a poll with a deadline: the helper has no other way to say it */
     }
+    return pid;
+}
+
+pid_t ql_test_slow_exit_start(const char *dir, char *const env[]) {
+    return start(dir, env, false);
+}
+
+pid_t ql_test_slow_exit_start_threaded(const char *dir, char *const env[]) {
+    pid_t pid = start(dir, env, true);
+    int64_t deadline = ql_test_mono_ms() + START_DEADLINE_MS;
+    ql_proc_info_t info;
+    while (ql_proc_info(pid, &info) == 0 && info.state != 'Z') {
+        cr_assert_lt(ql_test_mono_ms(), deadline, "slow_exit's first thread did not exit");
+        usleep(1000);
+    }
+    cr_assert_eq(kill(pid, 0), 0, "slow_exit ended altogether");
     return pid;
 }
 

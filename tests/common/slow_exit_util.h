@@ -18,6 +18,9 @@
  * holding the lock file "<dir>/lock", and returns its pid once it holds the lock and its memory
  * (asserted within a deadline). The caller reaps it. */
 pid_t ql_test_slow_exit_start(const char *dir, char *const env[]);
+/* The same with little memory, and its first thread exits (pthread_exit()) while a second one
+ * runs on: returns once /proc shows the first thread a zombie (asserted within a deadline). */
+pid_t ql_test_slow_exit_start_threaded(const char *dir, char *const env[]);
 /* Whether "<dir>/lock" can be locked now (it is then unlocked again). */
 bool ql_test_slow_exit_lock_free(const char *dir);
 

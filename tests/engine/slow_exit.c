@@ -1,13 +1,18 @@
 /*
- * slow_exit LOCKFILE MIB READYFILE: a process that takes long to die. It holds an exclusive
- * flock on LOCKFILE and MIB MiB of memory it has touched (small pages), writes READYFILE, and
- * waits to be killed. When it is killed, the kernel frees that memory first (from then on its
- * /proc environment reads empty and PF_EXITING is set) and closes its files, and so releases
- * the lock, only after that: the tests of the sweep and of the group check
- * (tests/engine/test_proc_sweep.c, tests/base/test_procinfo.c) use the gap to show that a
- * process counts as gone only once it is a zombie.
+ * slow_exit LOCKFILE MIB READYFILE [thread]: a process that takes long to die. It holds an
+ * exclusive flock on LOCKFILE and MIB MiB of memory it has touched (small pages), writes
+ * READYFILE, and waits to be killed. With "thread", a second thread waits and the first one
+ * calls pthread_exit() once READYFILE is written: /proc then shows the process as a zombie
+ * without an environment while it runs on, which the sweep and the group check must see through.
+ * When it is killed, the kernel frees that memory first (from then on its /proc environment reads
+ * empty and PF_EXITING is set) and closes its files, and so releases the lock, only after that: the
+ * tests of the sweep and of the group check (tests/engine/test_proc_sweep.c,
+ * tests/base/test_procinfo.c) use the gap to show that a process counts as gone only once it is a
+ * zombie.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +20,17 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+static void *wait_forever(void *arg) {
+    (void)arg;
+    for (;;)
+        pause();
+    return NULL;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: slow_exit LOCKFILE MIB READYFILE\n");
+    bool thread = argc == 5 && strcmp(argv[4], "thread") == 0;
+    if (argc != 4 && !thread) {
+        fprintf(stderr, "usage: slow_exit LOCKFILE MIB READYFILE [thread]\n");
         return 2;
     }
     alarm(120); /* should the test that started it fail before killing it */
@@ -42,6 +55,14 @@ int main(int argc, char **argv) {
     if (!f || fprintf(f, "%d\n", (int)getpid()) < 0 || fclose(f) != 0 || rename(tmp, argv[3])) {
         perror("slow_exit: ready file");
         return 1;
+    }
+    pthread_t other;
+    if (thread) {
+        if (pthread_create(&other, NULL, wait_forever, NULL) != 0) {
+            perror("slow_exit: thread");
+            return 1;
+        }
+        pthread_exit(NULL);
     }
     for (;;)
         pause();

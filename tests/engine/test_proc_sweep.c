@@ -256,17 +256,22 @@ Test(proc_sweep, a_group_is_killed_only_while_its_recorded_leader_lives, .fini =
 /* ---- killed is not gone: a dying process holds its files until its memory is freed ---- */
 
 /* A slow_exit (tests/engine/slow_exit.c) carrying token t, in tmp; returns its pid. */
-static pid_t spawn_marked_slow_exit(char *token) {
+static pid_t spawn_marked_slow_exit_as(char *token, bool threaded) {
     static char entry[64];
     cr_assert_eq(ql_proc_token_new(token), 0);
     snprintf(entry, sizeof entry, QL_PROC_TOKEN_ENV "=%s", token);
     ql_test_tmpdir(tmp, sizeof tmp, "ql_sweep_exit");
     char *env[] = {entry, NULL};
-    pid_t pid = ql_test_slow_exit_start(tmp, env);
+    pid_t pid =
+        threaded ? ql_test_slow_exit_start_threaded(tmp, env) : ql_test_slow_exit_start(tmp, env);
     cr_assert_lt(n_kids, MAX_KIDS);
     kids[n_kids++] = pid;
     cr_assert_not(ql_test_slow_exit_lock_free(tmp), "slow_exit holds its lock");
     return pid;
+}
+
+static pid_t spawn_marked_slow_exit(char *token) {
+    return spawn_marked_slow_exit_as(token, false);
 }
 
 static void sweep_token(const char *token, ql_proc_sweep_t *sw) {
@@ -345,4 +350,17 @@ Test(proc_sweep, a_killed_group_is_waited_for_until_it_let_go_of_its_files,
     cr_assert_eq(fate, QL_PROC_GROUP_KILLED);
     cr_assert(ql_test_slow_exit_lock_free(tmp),
               "the group kill returned while its process still held its lock");
+}
+
+/* /proc shows a process whose first thread exited as a zombie without an environment, while its
+ * other threads run on with the marker in the memory they share. */
+Test(proc_sweep, kills_a_marked_process_whose_first_thread_has_exited, .fini = teardown_slow_exit) {
+    char token[QL_PROC_TOKEN_LEN + 1];
+    pid_t pid = spawn_marked_slow_exit_as(token, true);
+    ql_proc_sweep_t sw;
+    sweep_token(token, &sw);
+    cr_assert_geq(sw.killed, 1, "the process runs on in its second thread");
+    cr_assert(ql_test_slow_exit_lock_free(tmp), "its second thread still holds the lock");
+    int st = reap(pid);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
 }

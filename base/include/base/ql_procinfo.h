@@ -39,14 +39,16 @@ static inline bool ql_proc_is_stopped(char state) {
 int ql_proc_kill(pid_t pid, uint64_t start, int sig);
 /*
  * Whether a process of group pgid may still run code or hold what it holds: one that is not a
- * zombie (state Z or X). A process killed by a signal is not done when it begins to exit: the
- * kernel frees its memory first (its /proc environment reads empty from then on) and closes its
- * files after that, so a lock it holds on a file, or the write end of a pipe, outlives its
- * last instruction by as long as the teardown of its memory takes (milliseconds for a large
- * process). Only the zombie state says that all of it is released. One kill(-pgid, 0) answers
- * for a group that is gone altogether; otherwise one pass over /proc (a zombie nobody has reaped
- * yet keeps the group's number taken). When /proc cannot be read the answer is true: a caller
- * must not take a group it cannot see for stopped. Thread-safe.
+ * zombie (state Z or X), or a zombie whose other threads still run (a first thread that called
+ * pthread_exit() shows as a zombie; its pidfd tells, polling readable once all have exited). A
+ * process killed by a signal is not done when it begins to exit: the kernel frees its memory first
+ * (its /proc environment reads empty from then on) and closes its files after that, so a lock it
+ * holds on a file, or the write end of a pipe, outlives its last instruction by as long as the
+ * teardown of its memory takes (milliseconds for a large process). Only the zombie state says that
+ * all of it is released. One kill(-pgid, 0) answers for a group that is gone altogether; otherwise
+ * one pass over /proc (a zombie nobody has reaped yet keeps the group's number taken). When /proc
+ * cannot be read the answer is true: a caller must not take a group it cannot see for stopped.
+ * Thread-safe.
  */
 bool ql_proc_group_running(pid_t pgid);
 /* Polls ql_proc_group_running() every millisecond until it is false. Returns 0, or UV_EBUSY

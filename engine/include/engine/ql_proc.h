@@ -291,7 +291,9 @@ typedef struct ql_proc_sweep {
  * on: it polls readable once the process has become a zombie. A process someone else killed
  * (PR_SET_PDEATHSIG, the step's watcher) may be in that state when the scan comes: every process
  * of the user that is exiting (PF_EXITING) with its environment already gone is waited for the
- * same way, since whose it was cannot be told any more; one that is still not a zombie after
+ * same way, since whose it was cannot be told any more. A process whose first thread has exited
+ * (pthread_exit()) shows no environment of its own while its other threads run on: the
+ * environment of another thread is read then. One that is still not a zombie after
  * QL_PROC_DRAIN_MS is counted in stats->lingered and the sweep goes on (it is not provably a
  * step's). One scan serves the whole set, so its cost is one read of the environment per
  * process of the user, whatever the number of tokens. Returns 0 when none is left, UV_EBUSY when
