@@ -351,11 +351,12 @@ static void waits_close(waits_t *w) {
     *w = (waits_t){0};
 }
 
-static bool waits_has(const waits_t *w, pid_t pid) {
+/* The entry of w for pid, or NULL. */
+static waited_t *waits_find(const waits_t *w, pid_t pid) {
     for (size_t i = 0; i < w->n; i++)
         if (w->v[i].pid == pid)
-            return true;
-    return false;
+            return &w->v[i];
+    return NULL;
 }
 
 /* Kills the marked process pid through a pidfd kept in w, to be waited for: the environment is
@@ -364,11 +365,19 @@ static bool waits_has(const waits_t *w, pid_t pid) {
  * gone) or UV_ENOMEM. */
 static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_tokens_t *t,
                        char **buf, size_t *cap, waits_t *w, ql_proc_sweep_t *st) {
+    /* Killed in an earlier pass and not yet scheduled to die: signalled again through the pidfd
+     * it already has (a number stays taken until its zombie is reaped, so while the signal
+     * finds the process this is the one). */
+    waited_t *seen = waits_find(w, pid);
+    if (seen && pidfd_send_signal(seen->fd, SIGKILL, NULL, 0) == 0) {
+        st->killed++;
+        return 0;
+    }
     if (QL_ARRAY_RESERVE(w->v, w->cap, w->n + 1, 8))
         return UV_ENOMEM;
     int pfd = pidfd_open(pid, 0);
     if (pfd < 0)
-        return 0; /* gone since the scan */
+        return errno == ESRCH ? 0 : -errno; /* gone since the scan, or out of descriptors */
     ssize_t n = read_process_environ(procfd, name, buf, cap);
     if (n == UV_ENOMEM) {
         close(pfd);
@@ -395,14 +404,16 @@ static int kill_marked(int procfd, const char *name, pid_t pid, const ql_proc_to
  * its files. Returns 0 or UV_ENOMEM. */
 static int note_exiting(pid_t pid, waits_t *w, ql_proc_sweep_t *st) {
     ql_proc_info_t info;
-    if (waits_has(w, pid) || ql_proc_info(pid, &info) != 0 ||
+    if (waits_find(w, pid) || ql_proc_info(pid, &info) != 0 ||
         !(info.exiting || info.state == 'Z' || info.state == 'X'))
         return 0;
     if (QL_ARRAY_RESERVE(w->v, w->cap, w->n + 1, 8))
         return UV_ENOMEM;
     int pfd = pidfd_open(pid, 0);
-    if (pfd < 0)
+    if (pfd < 0) {
+        st->lingered += errno != ESRCH; /* cannot be waited for */
         return 0;
+    }
     struct pollfd p = {.fd = pfd, .events = POLLIN};
     if (poll(&p, 1, 0) == 1) {
         close(pfd); /* gone: a zombie whose every thread has exited */

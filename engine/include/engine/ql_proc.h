@@ -274,7 +274,8 @@ typedef struct ql_proc_sweep {
     unsigned killed;     /* SIGKILLs sent (one still exiting at the next pass counts again) */
     unsigned unreadable; /* processes of the user whose environment could not be read */
     unsigned exiting;    /* exiting processes of the user with no environment left: waited for */
-    unsigned lingered;   /* of those, still not a zombie QL_PROC_DRAIN_MS after the last scan */
+    unsigned lingered;   /* of those, still not a zombie QL_PROC_DRAIN_MS after the last scan,
+                          * or not to be waited for (no descriptor left for its pidfd) */
 } ql_proc_sweep_t;
 
 /* Passes over /proc before a sweep gives up, each one after a 1 ms pause. */
@@ -298,8 +299,8 @@ typedef struct ql_proc_sweep {
  * step's). One scan serves the whole set, so its cost is one read of the environment per
  * process of the user, whatever the number of tokens. Returns 0 when none is left, UV_EBUSY when
  * some were still found after QL_PROC_SWEEP_MAX_SCANS scans or one it killed had not become a
- * zombie QL_PROC_DRAIN_MS after the last scan, or the UV_E* code of opening /proc. stats may be
- * NULL. Blocks; thread-safe (it reads the set only).
+ * zombie QL_PROC_DRAIN_MS after the last scan, or the UV_E* code of opening /proc or a pidfd.
+ * stats may be NULL. Blocks; thread-safe (it reads the set only).
  */
 int ql_proc_kill_tokens(const ql_proc_tokens_t *set, ql_proc_sweep_t *stats);
 
