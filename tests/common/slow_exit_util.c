@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define START_DEADLINE_MS 30000 /* touching 512 MiB under the sanitizers, on a loaded machine */
+#define START_DEADLINE_MS 30000 /* touching 256 MiB under the sanitizers, on a loaded machine */
 
 static pid_t start(const char *dir, char *const env[], bool threaded) {
     char lock[256], ready[256];

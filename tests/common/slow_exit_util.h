@@ -10,9 +10,9 @@
 
 /* The helper program (QL_TEST_BUILD_DIR is defined for the test helpers). */
 #define QL_TEST_SLOW_EXIT QL_TEST_BUILD_DIR "/tests/engine_slow_exit"
-/* Its memory: freeing 512 MiB of small pages takes the kernel some 10 to 30 ms, a gap the
+/* Its memory: freeing 256 MiB of small pages takes the kernel some 5 to 15 ms, a gap the
  * 1 ms steps of a sweep cannot miss. */
-#define QL_TEST_SLOW_EXIT_MIB "512"
+#define QL_TEST_SLOW_EXIT_MIB "256"
 
 /* Starts slow_exit in a process group of its own (it leads it) with exactly the environment env,
  * holding the lock file "<dir>/lock", and returns its pid once it holds the lock and its memory

@@ -312,7 +312,7 @@ Test(proc_sweep, returns_only_once_the_killed_process_let_go_of_its_files,
 Test(proc_sweep, waits_for_a_process_someone_else_killed_while_it_exits,
      .fini = teardown_slow_exit) {
     bool seen = false;
-    /* The exiting state lasts some 10 to 30 ms: a test starved of the CPU for all of it tries
+    /* The exiting state lasts some 5 to 15 ms: a test starved of the CPU for all of it tries
      * again rather than proving nothing. */
     for (int attempt = 0; attempt < 5 && !seen; attempt++) {
         char token[QL_PROC_TOKEN_LEN + 1];
