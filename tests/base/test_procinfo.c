@@ -118,16 +118,22 @@ Test(group_running, an_exiting_member_that_still_holds_its_files_is_running) {
     cr_assert_eq(waitpid(pid, NULL, 0), pid);
 }
 
+/* Kills slow_exit's group pid and waits for it: the lock in dir is free the moment the wait
+ * returns. Reaps it. */
+static void kill_and_see_the_lock_free(pid_t pid, const char *dir) {
+    cr_assert_eq(kill(-pid, SIGKILL), 0);
+    cr_assert_eq(ql_proc_group_wait_gone(pid, DEADLINE_MS), 0);
+    cr_assert(ql_test_slow_exit_lock_free(dir), "the group was waited for, its lock is held");
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+}
+
 Test(group_running, waiting_for_a_killed_group_returns_once_it_let_go_of_its_files) {
     char dir[64];
     ql_test_tmpdir(dir, sizeof dir, "ql_group_wait");
     char *env[] = {"PATH=/usr/bin:/bin", NULL};
     pid_t pid = ql_test_slow_exit_start(dir, env);
     cr_assert_eq(ql_proc_group_wait_gone(pid, 0), UV_EBUSY, "it runs: no time to wait");
-    cr_assert_eq(kill(-pid, SIGKILL), 0);
-    cr_assert_eq(ql_proc_group_wait_gone(pid, DEADLINE_MS), 0);
-    cr_assert(ql_test_slow_exit_lock_free(dir));
-    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    kill_and_see_the_lock_free(pid, dir);
 }
 
 /* A member whose first thread exited shows as a zombie while its other threads run on. */
@@ -140,8 +146,5 @@ Test(group_running, a_member_whose_first_thread_exited_runs_while_its_other_thre
     cr_assert_eq(ql_proc_info(pid, &info), 0);
     cr_assert_eq(info.state, 'Z', "the first thread has exited");
     cr_assert(ql_proc_group_running(pid), "its second thread runs");
-    cr_assert_eq(kill(-pid, SIGKILL), 0);
-    cr_assert_eq(ql_proc_group_wait_gone(pid, DEADLINE_MS), 0);
-    cr_assert(ql_test_slow_exit_lock_free(dir));
-    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    kill_and_see_the_lock_free(pid, dir);
 }
