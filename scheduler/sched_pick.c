@@ -19,11 +19,11 @@
  * A step record that still carries a try's marker when its next try begins: an action (PAUSE,
  * RESTART) committed the step out of RUNNING and only then stopped the try, and a server that
  * died in between left its processes running (ql_jobs.h, ql_job_apply_action). They are swept
- * before the next try's marker is committed: one pass over /proc, on the writer thread inside
- * the transaction, as recovery does. Only that rare path pays: a try that ended on its own,
- * recovery and shutdown forget the marker once the processes are gone. A try another server
- * ran (or this one in an earlier boot) is not this host's to sweep (ql_step_host.h): it is left
- * to its own host, and its group number, which names nothing here, is forgotten with it.
+ * before the next try's marker is committed: a pass over /proc and the wait for what it killed,
+ * on the writer thread inside the transaction, as recovery does. Only that rare path pays: a try
+ * that ended on its own, recovery and shutdown forget the marker once the processes are gone. A try
+ * another server ran (or this one in an earlier boot) is not this host's to sweep (ql_step_host.h):
+ * it is left to its own host, and its group number, which names nothing here, is forgotten with it.
  * Returns 0 (the marker is cleared from st) or an error with err set; st is then unchanged.
  */
 static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
