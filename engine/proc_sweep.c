@@ -123,7 +123,7 @@ int ql_proc_ident_of(pid_t pid, ql_proc_ident_t *out) {
     return rc;
 }
 
-int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
+int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id, int drain_ms,
                                ql_proc_group_fate_t *fate) {
     *fate = QL_PROC_GROUP_UNRECORDED;
     if (id->pgid <= 1 || id->pgid == getpgrp())
@@ -159,7 +159,7 @@ int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
         return -errno;
     *fate = QL_PROC_GROUP_KILLED;
     /* Killed is not gone: a process frees its memory before it closes its files. */
-    return ql_proc_group_wait_gone(id->pgid, QL_PROC_DRAIN_MS);
+    return ql_proc_group_wait_gone(id->pgid, drain_ms);
 }
 
 const char *ql_proc_group_fate_name(ql_proc_group_fate_t fate) {
@@ -495,7 +495,7 @@ static int wait_gone(const waits_t *w, int64_t deadline) {
     return left;
 }
 
-int ql_proc_kill_tokens(const ql_proc_tokens_t *t, ql_proc_sweep_t *stats) {
+int ql_proc_kill_tokens(const ql_proc_tokens_t *t, int drain_ms, ql_proc_sweep_t *stats) {
     ql_proc_sweep_t st = {0};
     char *buf = NULL;
     size_t cap = 0;
@@ -518,7 +518,7 @@ int ql_proc_kill_tokens(const ql_proc_tokens_t *t, ql_proc_sweep_t *stats) {
         /* A scan that finds none proves only that no marked process still has its memory: one
          * that was killed (here, by its step's death or by its watcher) and whose memory the
          * kernel has freed may still hold its files. */
-        const int64_t deadline = ql_boot_ms() + QL_PROC_DRAIN_MS;
+        const int64_t deadline = ql_boot_ms() + drain_ms;
         if (!rc && (rc = wait_gone(&killed, deadline)) > 0)
             rc = UV_EBUSY;
         if (!rc && (rc = wait_gone(&exiting, deadline)) > 0) {

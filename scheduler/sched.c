@@ -373,6 +373,8 @@ int ql_sched_new(const ql_sched_opts_t *opts, ql_sched_t **out) {
     if (!s)
         return UV_ENOMEM;
     s->opts = *opts;
+    if (s->opts.proc_drain_ms <= 0)
+        s->opts.proc_drain_ms = QL_PROC_DRAIN_MS;
     if (s->opts.max_concurrent_jobs <= 0)
         s->opts.max_concurrent_jobs = 10;
     if (!s->opts.output_max)

@@ -234,7 +234,7 @@ typedef struct {
     foreign_t *foreign; /* RUNNING steps another server ran, for the grace */
     size_t n_foreign, cap_foreign;
     int rc;       /* the first error collecting markers */
-    int group_rc; /* UV_EBUSY: a killed group still ran after QL_PROC_DRAIN_MS */
+    int group_rc; /* UV_EBUSY: a killed group still ran after opts.proc_drain_ms */
     int group_pgid;
 } recover_t;
 
@@ -281,7 +281,7 @@ static bool recover_step(const ql_step_t *st, void *arg) {
     ql_proc_ident_t id = {.pgid = st->pgid, .start = st->pg_start};
     memcpy(id.boot_id, st->boot_id, sizeof id.boot_id);
     ql_proc_group_fate_t fate;
-    int rc = ql_proc_kill_group_checked(&id, r->boot_id, &fate);
+    int rc = ql_proc_kill_group_checked(&id, r->boot_id, r->s->opts.proc_drain_ms, &fate);
     ql_step_id_format(&st->job, st->seq, sid);
     if (rc && fate == QL_PROC_GROUP_KILLED) {
         if (!r->group_rc) {
@@ -355,7 +355,7 @@ static int recover_sweep(recover_t *r, ql_err_t *err) {
         return 0;
     }
     ql_proc_sweep_t sw;
-    rc = ql_proc_kill_tokens(r->tokens, &sw);
+    rc = ql_proc_kill_tokens(r->tokens, r->s->opts.proc_drain_ms, &sw);
     if (rc)
         return ql_err_set(err, rc,
                           "cannot make sure the processes of %zu interrupted steps are gone: %s",

@@ -48,7 +48,7 @@ static int sweep_previous_try(ql_sched_t *s, ql_step_t *st, ql_err_t *err) {
         return ql_err_set(err, rc, "out of memory");
     ql_proc_sweep_t sw = {0};
     if (!(rc = ql_proc_tokens_add(set, st->token)))
-        rc = ql_proc_kill_tokens(set, &sw);
+        rc = ql_proc_kill_tokens(set, s->opts.proc_drain_ms, &sw);
     ql_proc_tokens_free(set);
     if (rc)
         return ql_err_set(err, rc,

@@ -123,7 +123,7 @@ static int sweep_stopped_try(ql_shell_try_t *t) {
     ql_proc_sweep_t sw = {0};
     int rc = ql_proc_tokens_add(set, t->token);
     if (!rc)
-        rc = ql_proc_kill_tokens(set, &sw);
+        rc = ql_proc_kill_tokens(set, t->env->opts->proc_drain_ms, &sw);
     ql_proc_tokens_free(set);
     char id[QL_ID_STR_LEN + 1];
     ql_id_format(&t->job->id, id);
@@ -141,7 +141,7 @@ static int sweep_stopped_try(ql_shell_try_t *t) {
                "an exiting process of this user, whose step cannot be told, was still not gone "
                "%d ms after the sweep step=%02u job=%s lingered=%u: a process stuck in the "
                "kernel (an uninterruptible sleep) dies when the kernel lets it",
-               QL_PROC_DRAIN_MS, t->seq, id, sw.lingered);
+               t->env->opts->proc_drain_ms, t->seq, id, sw.lingered);
     return rc;
 }
 

@@ -159,7 +159,7 @@ static void watch(int server_fd, int step_fd, pid_t server, pid_t group, const c
     if (n > 0 && ((p[0].revents & (POLLIN | POLLHUP)) || server_gone(server_fd, server))) {
         ql_proc_tokens_t *set = NULL;
         if (ql_proc_tokens_new(&set) == 0 && ql_proc_tokens_add(set, token) == 0)
-            ql_proc_kill_tokens(set, NULL);
+            ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, NULL);
         ql_proc_tokens_free(set);
         kill(-group, SIGKILL);
     }

@@ -181,7 +181,7 @@ Test(proc_sweep, kills_the_marked_processes_and_their_descendants_only, .fini = 
     cr_assert_eq(ql_proc_tokens_new(&set), 0);
     cr_assert_eq(ql_proc_tokens_add(set, t1), 0);
     ql_proc_sweep_t sw;
-    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_eq(ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, &sw), 0);
     cr_assert_geq(sw.killed, 2, "the marked process and its grandchild: %u", sw.killed);
     cr_assert_geq(sw.scans, 2, "a last scan found none left");
     cr_assert_geq(sw.examined, 3);
@@ -196,7 +196,7 @@ Test(proc_sweep, kills_the_marked_processes_and_their_descendants_only, .fini = 
     cr_assert(running(named), "a process with the token under another name was killed");
 
     /* Nothing is left: a second sweep kills nothing. */
-    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_eq(ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, &sw), 0);
     cr_assert_eq(sw.killed, 0);
     cr_assert_eq(sw.scans, 1);
     ql_proc_tokens_free(set);
@@ -206,7 +206,7 @@ Test(proc_sweep, an_empty_set_reads_nothing) {
     ql_proc_tokens_t *set;
     cr_assert_eq(ql_proc_tokens_new(&set), 0);
     ql_proc_sweep_t sw;
-    cr_assert_eq(ql_proc_kill_tokens(set, &sw), 0);
+    cr_assert_eq(ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, &sw), 0);
     cr_assert_eq(sw.scans, 0);
     ql_proc_tokens_free(set);
 }
@@ -226,30 +226,30 @@ Test(proc_sweep, a_group_is_killed_only_while_its_recorded_leader_lives, .fini =
 
     ql_proc_ident_t other = id;
     other.start = id.start + 1; /* the number, but not the process */
-    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_PID_REUSED);
     other = id;
     other.boot_id[0] = other.boot_id[0] == '0' ? '1' : '0';
-    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_REBOOTED);
     other = id;
     other.start = 0; /* a record from before identities were kept */
-    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_UNRECORDED);
     cr_assert(running(leader), "a group that is not provably the recorded one was killed");
 
-    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_KILLED);
     int st = reap(leader);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
     /* Reaped: the number names nobody now. */
-    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&id, boot, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_LEADER_GONE);
 
     other.pgid = 1;
-    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), UV_EINVAL);
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, QL_PROC_DRAIN_MS, &fate), UV_EINVAL);
     other.pgid = getpgrp();
-    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, &fate), UV_EINVAL);
+    cr_assert_eq(ql_proc_kill_group_checked(&other, boot, QL_PROC_DRAIN_MS, &fate), UV_EINVAL);
     cr_assert_eq(ql_proc_ident_of(0, &other), UV_EINVAL);
 }
 
@@ -278,7 +278,7 @@ static void sweep_token(const char *token, ql_proc_sweep_t *sw) {
     ql_proc_tokens_t *set;
     cr_assert_eq(ql_proc_tokens_new(&set), 0);
     cr_assert_eq(ql_proc_tokens_add(set, token), 0);
-    cr_assert_eq(ql_proc_kill_tokens(set, sw), 0);
+    cr_assert_eq(ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, sw), 0);
     ql_proc_tokens_free(set);
 }
 
@@ -346,7 +346,7 @@ Test(proc_sweep, a_killed_group_is_waited_for_until_it_let_go_of_its_files,
     ql_proc_ident_t id;
     cr_assert_eq(ql_proc_ident_of(pid, &id), 0);
     ql_proc_group_fate_t fate;
-    cr_assert_eq(ql_proc_kill_group_checked(&id, id.boot_id, &fate), 0);
+    cr_assert_eq(ql_proc_kill_group_checked(&id, id.boot_id, QL_PROC_DRAIN_MS, &fate), 0);
     cr_assert_eq(fate, QL_PROC_GROUP_KILLED);
     cr_assert(ql_test_slow_exit_lock_free(tmp),
               "the group kill returned while its process still held its lock");
@@ -363,4 +363,82 @@ Test(proc_sweep, kills_a_marked_process_whose_first_thread_has_exited, .fini = t
     cr_assert(ql_test_slow_exit_lock_free(tmp), "its second thread still holds the lock");
     int st = reap(pid);
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+}
+
+/* ---- what outlives the wait: the bound of 0 ms stands in for a process the kernel cannot tear
+ * down (uninterruptible sleep), which the 2 s of QL_PROC_DRAIN_MS are for ---- */
+
+/* How many times a case tries to catch slow_exit while it frees its memory: that takes 5 to 15
+ * ms, so a test starved of the CPU for all of it tries again rather than proving nothing. */
+enum { CATCH_ATTEMPTS = 5 };
+
+/* A sweep must not report success while a process it killed may still hold its files. */
+Test(proc_sweep, a_killed_process_still_exiting_after_the_wait_fails_the_sweep,
+     .fini = teardown_slow_exit) {
+    bool caught = false;
+    for (int attempt = 0; attempt < CATCH_ATTEMPTS && !caught; attempt++) {
+        char token[QL_PROC_TOKEN_LEN + 1];
+        spawn_marked_slow_exit(token);
+        ql_proc_tokens_t *set;
+        cr_assert_eq(ql_proc_tokens_new(&set), 0);
+        cr_assert_eq(ql_proc_tokens_add(set, token), 0);
+        ql_proc_sweep_t sw;
+        int rc = ql_proc_kill_tokens(set, 0, &sw);
+        ql_proc_tokens_free(set);
+        cr_assert(rc == 0 || rc == UV_EBUSY, "rc %d", rc);
+        cr_assert_geq(sw.killed, 1);
+        if (rc == 0)
+            cr_assert(ql_test_slow_exit_lock_free(tmp),
+                      "the sweep succeeded while the process it killed held its lock");
+        caught = rc == UV_EBUSY;
+        teardown_slow_exit();
+    }
+    cr_assert(caught, "the process was gone before every sweep's wait");
+}
+
+/* One that was dying already cannot be told to be a step's: waited for, counted, not fatal. */
+Test(proc_sweep, an_exiting_process_still_there_after_the_wait_is_counted_as_lingered,
+     .fini = teardown_slow_exit) {
+    bool caught = false;
+    for (int attempt = 0; attempt < CATCH_ATTEMPTS && !caught; attempt++) {
+        char token[QL_PROC_TOKEN_LEN + 1];
+        pid_t pid = spawn_marked_slow_exit(token);
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        ql_proc_info_t info;
+        int64_t deadline = mono_ms() + 5000;
+        while (ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !info.exiting)
+            cr_assert_lt(mono_ms(), deadline, "the killed process never began to exit");
+        ql_proc_tokens_t *set;
+        cr_assert_eq(ql_proc_tokens_new(&set), 0);
+        cr_assert_eq(ql_proc_tokens_add(set, token), 0);
+        ql_proc_sweep_t sw;
+        cr_assert_eq(ql_proc_kill_tokens(set, 0, &sw), 0, "not provably a step's");
+        ql_proc_tokens_free(set);
+        cr_assert_eq(sw.killed, 0, "it was dying already");
+        cr_assert_leq(sw.lingered, sw.exiting, "lingered %u exiting %u", sw.lingered, sw.exiting);
+        caught = sw.lingered >= 1;
+        teardown_slow_exit();
+    }
+    cr_assert(caught, "the process was gone before every sweep's wait");
+}
+
+Test(proc_sweep, a_killed_group_still_exiting_after_the_wait_is_reported_busy,
+     .fini = teardown_slow_exit) {
+    bool caught = false;
+    for (int attempt = 0; attempt < CATCH_ATTEMPTS && !caught; attempt++) {
+        char token[QL_PROC_TOKEN_LEN + 1];
+        pid_t pid = spawn_marked_slow_exit(token);
+        ql_proc_ident_t id;
+        cr_assert_eq(ql_proc_ident_of(pid, &id), 0);
+        ql_proc_group_fate_t fate;
+        int rc = ql_proc_kill_group_checked(&id, id.boot_id, 0, &fate);
+        cr_assert(rc == 0 || rc == UV_EBUSY, "rc %d", rc);
+        cr_assert_eq(fate, QL_PROC_GROUP_KILLED, "it was killed either way");
+        if (rc == 0)
+            cr_assert(ql_test_slow_exit_lock_free(tmp),
+                      "the group kill succeeded while its process held its lock");
+        caught = rc == UV_EBUSY;
+        teardown_slow_exit();
+    }
+    cr_assert(caught, "the group was gone before every wait");
 }

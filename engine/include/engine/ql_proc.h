@@ -57,7 +57,11 @@
 /* kylin.job.execute-output.max-size */
 #define QL_PROC_DEFAULT_MAX_OUTPUT ((size_t)10485760)
 #define QL_PROC_DEFAULT_GRACE_MS 10000
-/* How long a stopped, SIGKILLed step's pipes may stay open after it exited; see DESIGN. */
+/* How long a stopped, SIGKILLed step's pipes may stay open after it exited (see DESIGN), and
+ * how long ql_proc_kill_tokens() and ql_proc_kill_group_checked() wait for what they killed to
+ * let go of its files (their drain_ms). Only a process the kernel cannot finish tearing down (in
+ * an uninterruptible sleep, on a dead network mount) outlives it; tests pass a bound of 0 or 1
+ * ms instead, to reach with an ordinary process the branches such a process takes. */
 #define QL_PROC_DRAIN_MS 2000
 
 typedef struct ql_proc ql_proc_t;
@@ -243,15 +247,16 @@ typedef enum ql_proc_group_fate {
  * SIGKILLs the process group id->pgid only when it is provably the recorded one: its leader
  * lives with the recorded start time, in the recorded boot; boot_id is the current one
  * (ql_proc_boot_id(), read once for many groups), and then waits until every process of the
- * group is a zombie or gone (ql_proc_group_wait_gone(), at most QL_PROC_DRAIN_MS): a killed
- * process still holds its files, and so its locks, until the kernel has freed its memory.
- * *fate says what was done. Returns 0 (also when the group was left alone), UV_EBUSY when the
- * killed group still ran after QL_PROC_DRAIN_MS (*fate is QL_PROC_GROUP_KILLED), UV_EINVAL for
+ * group is a zombie or gone (ql_proc_group_wait_gone(), at most drain_ms: QL_PROC_DRAIN_MS but
+ * in tests, see there): a killed process still holds its files, and so its locks, until the
+ * kernel has freed its memory. *fate says what was done. Returns 0 (also when the group was left
+ * alone), UV_EBUSY when the killed group still ran after drain_ms (*fate is
+ * QL_PROC_GROUP_KILLED), UV_EINVAL for
  * pgid <= 1 or the caller's own group, or the UV_E* code of reading /proc or of kill(). A group
  * whose leader is gone is left to ql_proc_kill_tokens(): its number cannot be proved to be the
  * step's. Blocks for the wait; thread-safe.
  */
-int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id,
+int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id, int drain_ms,
                                ql_proc_group_fate_t *fate);
 /* "killed", "not recorded", "the machine has rebooted since", "its leader is gone", "the pid
  * belongs to another process" (static). */
@@ -274,7 +279,7 @@ typedef struct ql_proc_sweep {
     unsigned killed;     /* SIGKILLs sent (one still exiting at the next pass counts again) */
     unsigned unreadable; /* processes of the user whose environment could not be read */
     unsigned exiting;    /* exiting processes of the user with no environment left: waited for */
-    unsigned lingered;   /* of those, still not a zombie QL_PROC_DRAIN_MS after the last scan,
+    unsigned lingered;   /* of those, still not a zombie drain_ms after the last scan,
                           * or not to be waited for (no descriptor left for its pidfd) */
 } ql_proc_sweep_t;
 
@@ -294,15 +299,15 @@ typedef struct ql_proc_sweep {
  * of the user that is exiting (PF_EXITING) with its environment already gone is waited for the
  * same way, since whose it was cannot be told any more. A process whose first thread has exited
  * (pthread_exit()) shows no environment of its own while its other threads run on: the
- * environment of another thread is read then. One that is still not a zombie after
- * QL_PROC_DRAIN_MS is counted in stats->lingered and the sweep goes on (it is not provably a
- * step's). One scan serves the whole set, so its cost is one read of the environment per
- * process of the user, whatever the number of tokens. Returns 0 when none is left, UV_EBUSY when
- * some were still found after QL_PROC_SWEEP_MAX_SCANS scans or one it killed had not become a
- * zombie QL_PROC_DRAIN_MS after the last scan, or the UV_E* code of opening /proc or a pidfd.
- * stats may be NULL. Blocks; thread-safe (it reads the set only).
+ * environment of another thread is read then. One that is still not a zombie drain_ms
+ * (QL_PROC_DRAIN_MS but in tests) after the last scan is counted in stats->lingered and the
+ * sweep goes on (it is not provably a step's). One scan serves the whole set, so its cost is
+ * one read of the environment per process of the user, whatever the number of tokens. Returns 0
+ * when none is left, UV_EBUSY when some were still found after QL_PROC_SWEEP_MAX_SCANS scans or
+ * one it killed had not become a zombie drain_ms after the last scan, or the UV_E* code of
+ * opening /proc or a pidfd. stats may be NULL. Blocks; thread-safe (it reads the set only).
  */
-int ql_proc_kill_tokens(const ql_proc_tokens_t *set, ql_proc_sweep_t *stats);
+int ql_proc_kill_tokens(const ql_proc_tokens_t *set, int drain_ms, ql_proc_sweep_t *stats);
 
 typedef enum ql_proc_outcome {
     QL_PROC_SUCCEED = 0,

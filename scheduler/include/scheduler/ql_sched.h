@@ -79,6 +79,10 @@ typedef struct ql_sched_opts {
     /* qilin.cluster.takeover-grace-ms: how long recovery holds a job whose RUNNING step
      * another server ran before its next try may start; 0: not at all. */
     int64_t takeover_grace_ms;
+    /* How long the sweeps of interrupted and stopped tries wait for what they killed to let go
+     * of its files (ql_proc_kill_tokens(), ql_proc_kill_group_checked()); <= 0:
+     * QL_PROC_DRAIN_MS. Only tests set it, to reach the failure of that wait (ql_proc.h). */
+    int proc_drain_ms;
     /* Scheduler 2 (docs/zookeeper.md, Scheduler 2): the per-job locks on this server's
      * ZooKeeper session (borrowed; it must outlive the scheduler). Set: the fetcher takes a
      * job's lock before its pick, the pick claims the lock's token for the job, every later
