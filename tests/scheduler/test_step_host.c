@@ -11,12 +11,15 @@
  * recorded (pid, what it was for) and its fate asserted; all are killed and reaped at the end.
  * The store is the backend under test (LMDB, or PostgreSQL for <name>@pg); on LMDB the host
  * rule is switched on through the scheduler's option, as a PostgreSQL store switches it on.
- * The grace runs on the virtual clock.
+ * The grace runs on the virtual clock. The last case records a slow_exit process
+ * (tests/engine/slow_exit.c) instead of `sleep`, to catch its group still exiting when the
+ * recovery's wait for it ends.
  */
 #include "engine/engine.h"
 #include "scheduler/ql_sched.h"
 #include "scheduler/ql_submit.h"
 #include "tests/common/loop_util.h"
+#include "tests/common/slow_exit_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -105,8 +108,9 @@ static void open_world(void) {
     cr_assert_eq(ql_writer_new(w.store, &wo, &w.writer), 0);
 }
 
-/* The scheduler of THIS_SERVER, judging steps by their host (spans), with a grace. */
-static void open_sched(bool spans, int64_t grace_ms) {
+/* The scheduler of THIS_SERVER, judging steps by their host (spans), with a grace, waiting
+ * drain_ms for what its sweeps kill (0: QL_PROC_DRAIN_MS). */
+static void open_sched_drain(bool spans, int64_t grace_ms, int drain_ms) {
     ql_sched_opts_t o = {.store = w.store,
                          .writer = w.writer,
                          .clock = w.clock,
@@ -115,11 +119,16 @@ static void open_sched(bool spans, int64_t grace_ms) {
                          .max_concurrent_jobs = 10,
                          .poll_interval_ms = 30000,
                          .spans_hosts = spans,
-                         .takeover_grace_ms = grace_ms};
+                         .takeover_grace_ms = grace_ms,
+                         .proc_drain_ms = drain_ms};
     snprintf(o.server_id, sizeof o.server_id, THIS_SERVER);
     snprintf(o.server_addr, sizeof o.server_addr, "127.0.0.1:7070");
     cr_assert_eq(ql_sched_new(&o, &w.sched), 0);
     ql_sched_set_step_start_hook(w.sched, start_hook, NULL);
+}
+
+static void open_sched(bool spans, int64_t grace_ms) {
+    open_sched_drain(spans, grace_ms, 0);
 }
 
 static void teardown(void) {
@@ -140,6 +149,7 @@ static void teardown(void) {
         ql_store_close(w.store);
     if (w.dir[0])
         ql_test_rm_tree(w.dir);
+    memset(&w, 0, sizeof w); /* a case may tear down and start over */
 }
 
 /* A build of day `day` (from BASE); returns the job. */
@@ -404,4 +414,58 @@ Test(step_host, a_grace_of_zero_holds_nothing) {
     ql_sched_start(w.sched);
     run_for(1000);
     cr_assert_eq(start_of(&foreign), t0);
+}
+
+/* ---- a killed group that is still exiting when the wait ends ---- */
+
+/* Recovery kills a try's recorded group and then waits until the group has let go of its files
+ * (ql_proc_kill_group_checked()); a group still exiting when the wait ends (a process stuck in
+ * the kernel, which the 2 s of QL_PROC_DRAIN_MS are for) fails the recovery, and nothing of it is
+ * committed: the job stays RUNNING with its try recorded, for the next recovery to kill and wait
+ * for again. Here the wait is 1 ms and the group slow_exit (tests/engine/slow_exit.c), which
+ * needs 5 to 15 ms to free its memory; a case starved of the CPU for all of that tries again. */
+Test(step_host, recovery_changes_nothing_while_a_killed_group_is_still_exiting) {
+    bool caught = false;
+    for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+        open_world();
+        ql_id_t job = submit_build(0);
+        char token[QL_PROC_TOKEN_LEN + 1], marker[80];
+        cr_assert_eq(ql_proc_token_new(token), 0);
+        snprintf(marker, sizeof marker, "%s=%s", QL_PROC_TOKEN_ENV, token);
+        char *env[] = {marker, NULL};
+        pid_t pid = w.sleeper = ql_test_slow_exit_start(w.dir, env);
+        write_running(
+            &job,
+            &(try_rec_t){.server_id = THIS_SERVER, .server_addr = "", .token = token, .pgid = pid});
+        open_sched_drain(true, 0, 1);
+        uint64_t n = 0;
+        ql_err_t err = {0};
+        int rc = ql_sched_recover(w.sched, &n, &err);
+        if (rc == 0) { /* it was gone in time: then its lock must be free */
+            cr_assert(ql_test_slow_exit_lock_free(w.dir), "recovered beside a holder of the lock");
+            teardown();
+            continue;
+        }
+        caught = true;
+        cr_assert_eq(rc, UV_EBUSY, "%s", err.msg);
+        char want[96];
+        snprintf(want, sizeof want, "cannot make sure the killed process group %d", (int)pid);
+        cr_assert_not_null(strstr(err.msg, want), "the error names the group: %s", err.msg);
+        cr_assert_eq(job_state(&job), QL_RUNNING, "a failed recovery commits nothing");
+        ql_step_t st = read_step(&job);
+        cr_assert_eq(st.state, QL_RUNNING);
+        cr_assert_str_eq(st.token, token, "the try's marker stays recorded");
+        cr_assert_eq(st.pgid, pid, "and its group");
+        ql_step_free(&st);
+
+        /* Once the group is gone, the next recovery puts the job back to READY. */
+        int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+        while (!ql_test_slow_exit_lock_free(w.dir))
+            cr_assert_lt(ql_test_mono_ms(), deadline, "the killed group never let go");
+        cr_assert(sleeper_killed(), "recovery killed the group");
+        cr_assert_eq(ql_sched_recover(w.sched, &n, &err), 0, "%s", err.msg);
+        cr_assert_eq(n, 1);
+        cr_assert_eq(job_state(&job), QL_READY);
+    }
+    cr_assert(caught, "the group was gone before every recovery's wait ended");
 }
