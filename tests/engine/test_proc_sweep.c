@@ -274,12 +274,27 @@ static pid_t spawn_marked_slow_exit(char *token) {
     return spawn_marked_slow_exit_as(token, false);
 }
 
-static void sweep_token(const char *token, ql_proc_sweep_t *sw) {
+/* Sweeps the one token, waiting at most drain_ms for what it killed; returns the sweep's code. */
+static int sweep_token_within(const char *token, int drain_ms, ql_proc_sweep_t *sw) {
     ql_proc_tokens_t *set;
     cr_assert_eq(ql_proc_tokens_new(&set), 0);
     cr_assert_eq(ql_proc_tokens_add(set, token), 0);
-    cr_assert_eq(ql_proc_kill_tokens(set, QL_PROC_DRAIN_MS, sw), 0);
+    int rc = ql_proc_kill_tokens(set, drain_ms, sw);
     ql_proc_tokens_free(set);
+    return rc;
+}
+
+static void sweep_token(const char *token, ql_proc_sweep_t *sw) {
+    cr_assert_eq(sweep_token_within(token, QL_PROC_DRAIN_MS, sw), 0);
+}
+
+/* SIGKILLs pid and returns once it has begun to exit. */
+static void kill_until_exiting(pid_t pid) {
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    ql_proc_info_t info;
+    int64_t deadline = mono_ms() + 5000;
+    while (ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !info.exiting)
+        cr_assert_lt(mono_ms(), deadline, "the killed process never began to exit");
 }
 
 static void teardown_slow_exit(void) {
@@ -317,11 +332,8 @@ Test(proc_sweep, waits_for_a_process_someone_else_killed_while_it_exits,
     for (int attempt = 0; attempt < 5 && !seen; attempt++) {
         char token[QL_PROC_TOKEN_LEN + 1];
         pid_t pid = spawn_marked_slow_exit(token);
-        cr_assert_eq(kill(pid, SIGKILL), 0);
+        kill_until_exiting(pid);
         ql_proc_info_t info;
-        int64_t deadline = mono_ms() + 5000;
-        while (ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !info.exiting)
-            cr_assert_lt(mono_ms(), deadline, "the killed process never began to exit");
         seen =
             ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !ql_test_slow_exit_lock_free(tmp);
         if (!seen) {
@@ -379,12 +391,8 @@ Test(proc_sweep, a_killed_process_still_exiting_after_the_wait_fails_the_sweep,
     for (int attempt = 0; attempt < CATCH_ATTEMPTS && !caught; attempt++) {
         char token[QL_PROC_TOKEN_LEN + 1];
         spawn_marked_slow_exit(token);
-        ql_proc_tokens_t *set;
-        cr_assert_eq(ql_proc_tokens_new(&set), 0);
-        cr_assert_eq(ql_proc_tokens_add(set, token), 0);
         ql_proc_sweep_t sw;
-        int rc = ql_proc_kill_tokens(set, 0, &sw);
-        ql_proc_tokens_free(set);
+        int rc = sweep_token_within(token, 0, &sw);
         cr_assert(rc == 0 || rc == UV_EBUSY, "rc %d", rc);
         cr_assert_geq(sw.killed, 1);
         if (rc == 0)
@@ -402,18 +410,9 @@ Test(proc_sweep, an_exiting_process_still_there_after_the_wait_is_counted_as_lin
     bool caught = false;
     for (int attempt = 0; attempt < CATCH_ATTEMPTS && !caught; attempt++) {
         char token[QL_PROC_TOKEN_LEN + 1];
-        pid_t pid = spawn_marked_slow_exit(token);
-        cr_assert_eq(kill(pid, SIGKILL), 0);
-        ql_proc_info_t info;
-        int64_t deadline = mono_ms() + 5000;
-        while (ql_proc_info(pid, &info) == 0 && info.state != 'Z' && !info.exiting)
-            cr_assert_lt(mono_ms(), deadline, "the killed process never began to exit");
-        ql_proc_tokens_t *set;
-        cr_assert_eq(ql_proc_tokens_new(&set), 0);
-        cr_assert_eq(ql_proc_tokens_add(set, token), 0);
+        kill_until_exiting(spawn_marked_slow_exit(token));
         ql_proc_sweep_t sw;
-        cr_assert_eq(ql_proc_kill_tokens(set, 0, &sw), 0, "not provably a step's");
-        ql_proc_tokens_free(set);
+        cr_assert_eq(sweep_token_within(token, 0, &sw), 0, "not provably a step's");
         cr_assert_eq(sw.killed, 0, "it was dying already");
         cr_assert_leq(sw.lingered, sw.exiting, "lingered %u exiting %u", sw.lingered, sw.exiting);
         caught = sw.lingered >= 1;
