@@ -251,10 +251,9 @@ typedef enum ql_proc_group_fate {
  * in tests, see there): a killed process still holds its files, and so its locks, until the
  * kernel has freed its memory. *fate says what was done. Returns 0 (also when the group was left
  * alone), UV_EBUSY when the killed group still ran after drain_ms (*fate is
- * QL_PROC_GROUP_KILLED), UV_EINVAL for
- * pgid <= 1 or the caller's own group, or the UV_E* code of reading /proc or of kill(). A group
- * whose leader is gone is left to ql_proc_kill_tokens(): its number cannot be proved to be the
- * step's. Blocks for the wait; thread-safe.
+ * QL_PROC_GROUP_KILLED), UV_EINVAL for pgid <= 1 or the caller's own group, or the UV_E* code of
+ * reading /proc or of kill(). A group whose leader is gone is left to ql_proc_kill_tokens(): its
+ * number cannot be proved to be the step's. Blocks for the wait; thread-safe.
  */
 int ql_proc_kill_group_checked(const ql_proc_ident_t *id, const char *boot_id, int drain_ms,
                                ql_proc_group_fate_t *fate);
