@@ -469,3 +469,63 @@ Test(step_host, recovery_changes_nothing_while_a_killed_group_is_still_exiting) 
     }
     cr_assert(caught, "the group was gone before every recovery's wait ended");
 }
+
+/* Writes on step 0 of job id, still READY, the marker of a try this server ran in this boot, as
+ * an action's commit leaves it (the step out of RUNNING, its try stopped only after that). */
+static void write_previous_try(const ql_id_t *id, const char *token) {
+    ql_txn_t *txn;
+    cr_assert_eq(ql_txn_begin(w.store, true, &txn), 0);
+    ql_step_t st;
+    cr_assert_eq(ql_step_get(txn, id, 0, &st), 0);
+    st.attempts = 1;
+    snprintf(st.server_id, sizeof st.server_id, "%s", THIS_SERVER);
+    snprintf(st.token, sizeof st.token, "%s", token);
+    cr_assert_eq(ql_proc_boot_id(st.boot_id), 0);
+    cr_assert_eq(ql_step_put(txn, &st), 0);
+    ql_step_free(&st);
+    cr_assert_eq(ql_txn_commit(txn), 0);
+}
+
+/* A step's next try sweeps its previous try's marker first (sched_pick.c); when what the sweep
+ * killed is still exiting as its wait ends, the job is not started: it stays READY with the
+ * marker, and a later fetch, once the process is gone, starts it. The wait is 1 ms here against
+ * slow_exit's 5 to 15 ms of teardown, as in the case above. */
+Test(step_host, a_next_try_waits_while_its_previous_tries_process_is_still_exiting) {
+    bool caught = false;
+    for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+        open_world();
+        ql_id_t job = submit_build(0);
+        char token[QL_PROC_TOKEN_LEN + 1], marker[80];
+        cr_assert_eq(ql_proc_token_new(token), 0);
+        snprintf(marker, sizeof marker, "%s=%s", QL_PROC_TOKEN_ENV, token);
+        char *env[] = {marker, NULL};
+        w.sleeper = ql_test_slow_exit_start(w.dir, env);
+        write_previous_try(&job, token);
+        open_sched_drain(true, 0, 1);
+        ql_sched_start(w.sched);
+        ql_vclock_run_for(w.clock, 1000, true);
+        cr_assert(sleeper_killed(), "the next try's sweep killed the previous try's process");
+        if (w.n_starts == 1) { /* it was gone in time: then its lock must be free */
+            cr_assert(ql_test_slow_exit_lock_free(w.dir), "started beside a holder of the lock");
+            teardown();
+            continue;
+        }
+        caught = true;
+        cr_assert_eq(w.n_starts, 0);
+        cr_assert(
+            logged("job not started", "cannot make sure its previous try's processes are gone"),
+            "the refusal is logged");
+        cr_assert_eq(job_state(&job), QL_READY, "the job waits READY");
+        ql_step_t st = read_step(&job);
+        cr_assert_str_eq(st.token, token, "with the previous try's marker");
+        ql_step_free(&st);
+
+        /* The process is reaped (so gone); the next fetch sweeps nothing and starts the job. */
+        cr_assert(ql_test_slow_exit_lock_free(w.dir));
+        for (int i = 0; i < 31; i++)
+            ql_vclock_run_for(w.clock, 1000, true);
+        cr_assert_eq(w.n_starts, 1, "a later fetch started it");
+        cr_assert_eq(job_state(&job), QL_RUNNING);
+    }
+    cr_assert(caught, "the process was gone before every sweep's wait ended");
+}
