@@ -190,6 +190,7 @@ static ql_sched_opts_t sched_base_opts(const ql_node_t *n) {
         .templates = n->templates,
         .exec_helper = n->exec_helper,
         .log_dir = n->log_dir,
+        .proc_drain_ms = n->opts.proc_drain_ms,
     };
 }
 

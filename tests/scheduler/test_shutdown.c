@@ -11,7 +11,9 @@
  *   - a chain whose step ends during the wait does not start its next step: the job goes back
  *     to READY at that step and resumes there after a restart;
  *   - a step waiting for its retry is not waited for: its job goes back to READY at once and
- *     the retry runs after the restart.
+ *     the retry runs after the restart;
+ *   - a stopped step whose marker's sweep cannot make sure a process it killed is gone leaves
+ *     its job RUNNING, for the next start's recovery.
  *
  * Waits are conditions with deadlines on the loop (UV_RUN_ONCE with a 5 ms tick); nothing
  * sleeps. After a stop the store is opened read-only to see what the shutdown left.
@@ -21,6 +23,7 @@
 
 #include "tests/common/loop_util.h"
 #include "tests/common/node_util.h"
+#include "tests/common/slow_exit_util.h"
 #include "tests/common/store_util.h"
 #include "tests/common/tmp_util.h"
 
@@ -59,6 +62,7 @@ static struct {
     ql_config_t *cfg;
     ql_node_t *node;
     ql_id_t model;
+    int drain_ms; /* ql_node_opts_t.proc_drain_ms of the next start */
 } w;
 
 static void log_sink(void *arg, ql_log_level_t level, const char *line) {
@@ -90,7 +94,11 @@ static bool cond_file(const void *arg) {
 /* ---- the node ---- */
 
 static void start(void) {
-    ql_node_opts_t no = {.config = w.cfg, .loop = &w.loop, .log = &w.log, .exec_helper = HELPER};
+    ql_node_opts_t no = {.config = w.cfg,
+                         .loop = &w.loop,
+                         .log = &w.log,
+                         .exec_helper = HELPER,
+                         .proc_drain_ms = w.drain_ms};
     ql_err_t err = {0};
     cr_assert_eq(ql_node_start(&no, &w.node, &err), 0, "%s", err.msg);
     cr_assert(ql_node_is_master(w.node));
@@ -105,9 +113,11 @@ static int64_t stop(int64_t deadline_ms) {
 }
 
 /* A fresh directory, templates (@DIR@ stands for the directory), settings ("key=value",
- * NULL-terminated), project p, model m, and a running node. */
-static void setup_with(const char *templates, const char *const *settings) {
+ * NULL-terminated), project p, model m, and a running node whose sweeps wait drain_ms (0: the
+ * default) for what they killed. */
+static void setup_with_drain(const char *templates, const char *const *settings, int drain_ms) {
     memset(&w, 0, sizeof w);
+    w.drain_ms = drain_ms;
     cr_assert_eq(access(HELPER, X_OK), 0, "the exec helper %s is not built", HELPER);
     ql_test_tmpdir(w.dir, sizeof w.dir, "ql_shutdown");
     snprintf(w.data, sizeof w.data, "%s/data", w.dir);
@@ -133,13 +143,21 @@ static void setup_with(const char *templates, const char *const *settings) {
                  "%s", err.msg);
 }
 
+static void setup_with(const char *templates, const char *const *settings) {
+    setup_with_drain(templates, settings, 0);
+}
+
+/* Also called by a case that starts over: a second call does nothing. */
 static void teardown(void) {
+    if (!w.cfg)
+        return;
     if (w.node)
         stop(DEADLINE_MS);
     uv_close((uv_handle_t *)&w.tick, NULL);
     uv_run(&w.loop, UV_RUN_DEFAULT);
     cr_assert_eq(uv_loop_close(&w.loop), 0, "a handle was left open");
     ql_config_free(w.cfg);
+    w.cfg = NULL;
     ql_test_rm_tree(w.dir);
 }
 
@@ -369,4 +387,65 @@ Test(shutdown_wait, a_step_waiting_for_its_retry_does_not_hold_the_shutdown, .fi
     cr_assert(ql_test_drive_until(&w.loop, cond_job_is, &done, DEADLINE_MS));
     v = look_in(ql_node_store(w.node), &job, 1);
     cr_assert_eq(v.attempts[0], 2);
+}
+
+/* The first try starts slow_exit (tests/engine/slow_exit.c) outside its group, with setsid: it
+ * carries the try's marker, holds "lock" and needs 5 to 15 ms to free its 256 MiB once killed;
+ * later tries print "again" and succeed. */
+static const char LEAVER_STEP[] =
+    "templates:\n"
+    "  INC_BUILD:\n"
+    "    steps:\n"
+    "      - name: leaver\n"
+    "        kind: shell\n"
+    "        argv: [/bin/sh, -c, 'if [ -f marker ]; then echo again; exit 0; fi; touch marker; "
+    "setsid " QL_BUILD_DIR "/tests/engine_slow_exit lock " QL_TEST_SLOW_EXIT_MIB " ready & "
+    "sleep 30']\n"
+    "        cwd: @DIR@\n";
+
+/* A shutdown stops the step's group and then sweeps its marker, which kills slow_exit. With a
+ * wait of 1 ms that process is still exiting when the sweep gives up: the shutdown must not write
+ * the job READY (its next try could start beside a process holding the step's lock), so it
+ * leaves it RUNNING with its marker, and the next start's recovery sweeps again and runs it. A
+ * case starved of the CPU for all of slow_exit's teardown tries again. */
+Test(shutdown_wait, a_stopped_step_whose_sweep_cannot_finish_is_left_running_for_the_next_start,
+     .fini = teardown) {
+    const char *set[] = {"qilin.shutdown.grace-ms=200ms", NULL};
+    bool caught = false;
+    for (int attempt = 0; attempt < 5 && !caught; attempt++) {
+        setup_with_drain(LEAVER_STEP, set, 1);
+        ql_id_t job = submit();
+        int pgid = wait_pgid(&job);
+        cr_assert(ql_test_drive_until(&w.loop, cond_file, "ready", DEADLINE_MS),
+                  "slow_exit never became ready");
+        cr_assert_not(ql_test_slow_exit_lock_free(w.dir), "slow_exit holds its lock");
+        stop(5000);
+        cr_assert(ql_test_group_gone(pgid), "the step's own group was stopped");
+        if (!logged("job left RUNNING step=00")) { /* swept in time: then the lock is free */
+            cr_assert(ql_test_slow_exit_lock_free(w.dir), "the shutdown swept too early");
+            teardown();
+            continue;
+        }
+        caught = true;
+        cr_assert(logged("the stopped step's processes may still run (resource busy"),
+                  "the reason is logged");
+        seen_t v = look_stopped(&job, 1);
+        cr_assert_eq(v.job, QL_RUNNING, "the shutdown left the job %s", ql_state_name(v.job));
+        cr_assert_eq(v.step[0], QL_RUNNING);
+
+        int64_t deadline = ql_test_mono_ms() + DEADLINE_MS;
+        while (!ql_test_slow_exit_lock_free(w.dir))
+            cr_assert_lt(ql_test_mono_ms(), deadline, "slow_exit never let go of its lock");
+        w.n_lines = 0;
+        w.drain_ms = 0;
+        start();
+        job_is_t c = {job, QL_SUCCEED};
+        cr_assert(ql_test_drive_until(&w.loop, cond_job_is, &c, DEADLINE_MS),
+                  "the job did not run to SUCCEED after the restart");
+        cr_assert(logged("recovered interrupted jobs count=1"));
+        v = look_in(ql_node_store(w.node), &job, 1);
+        cr_assert_eq(v.attempts[0], 2, "the stopped try and the one after the restart");
+        cr_assert_str_eq(v.out[0], "again\n");
+    }
+    cr_assert(caught, "slow_exit was gone before every sweep's wait ended");
 }

@@ -70,6 +70,8 @@ typedef struct ql_node_opts {
                                   writer */
     ql_log_t *log;             /* borrowed, may be NULL */
     const char *exec_helper;   /* path of qilin-exec; NULL: next to the running executable */
+    int proc_drain_ms;         /* the schedulers' wait for what their sweeps killed
+                                  (ql_sched_opts_t.proc_drain_ms); 0: QL_PROC_DRAIN_MS. Tests */
     const char *config_dir;    /* relative template paths are resolved from here; NULL: cwd */
     /* Borrowed, must outlive the node; NULL: the node makes its own. */
     ql_clock_t *clock;               /* NULL: the real clock on loop */
