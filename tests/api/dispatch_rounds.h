@@ -5,7 +5,8 @@
  * must have, for every round, exactly one INC_BUILD submitted by System, ended SUCCEED, with its
  * one READY segment of that round's day, and nothing else. Include after rest_util.h. On
  * PostgreSQL both slow the servers' build inserts (dr_slow_build_inserts) so that a round's
- * commits are spread and a stop can land between them.
+ * commits are spread and a stop can land between them. Also the models both set up
+ * (dr_create_models, dr_retune_models).
  */
 #ifndef QL_TEST_DISPATCH_ROUNDS_H
 #define QL_TEST_DISPATCH_ROUNDS_H
@@ -123,6 +124,66 @@ UNUSED static void dr_check_models(ql_store_t *store, const int64_t *days, int r
     cr_assert_eq(ql_model_foreach(t, "p", dr_check_model, &c), 0);
     ql_txn_abort(t);
     cr_assert_eq(c.n, models);
+}
+
+/* ---- the models: project "p" (automatic builds on) and its n daily models m000, m001, ... ---- */
+
+typedef struct dr_collect {
+    ql_id_t *ids;
+    int n, cap;
+} dr_collect_t;
+
+UNUSED static int dr_collect_cb(const ql_model_t *m, void *arg) {
+    dr_collect_t *c = arg;
+    cr_assert_lt(c->n, c->cap);
+    c->ids[c->n++] = m->id;
+    return 0;
+}
+
+/* Creates project "p" and n models partitioned by day on DT; their ids go to ids. */
+UNUSED static void dr_create_models(ql_store_t *store, ql_id_t *ids, int n) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    ql_err_t err = {0};
+    ql_project_t p = {0};
+    snprintf(p.name, sizeof p.name, "p");
+    p.auto_segment_build_enabled = true;
+    cr_assert_eq(ql_meta_create_project(t, &p, wall_ms(), &err), 0, "%s", err.msg);
+    for (int i = 0; i < n; i++) {
+        ql_model_t m = {0};
+        snprintf(m.project, sizeof m.project, "p");
+        snprintf(m.name, sizeof m.name, "m%03d", i);
+        m.partitioned = true;
+        snprintf(m.partition_column, sizeof m.partition_column, "DT");
+        snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
+        cr_assert_eq(ql_meta_create_model(t, &m, wall_ms(), &err), 0, "%s", err.msg);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
+    dr_collect_t c = {ids, 0, n};
+    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
+    cr_assert_eq(ql_model_foreach(t, "p", dr_collect_cb, &c), 0);
+    ql_txn_abort(t);
+    cr_assert_eq(c.n, n);
+}
+
+/* Every model's automatic build, daily at 00:00 UTC, for the day `offset` days before the
+ * trigger's: in one transaction, so one scan sees the new cycle of every model. */
+UNUSED static void dr_retune_models(ql_store_t *store, const ql_id_t *ids, int n, int64_t offset) {
+    ql_txn_t *t;
+    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
+    for (int i = 0; i < n; i++) {
+        ql_model_t m;
+        cr_assert_eq(ql_model_get(t, &ids[i], 0, &m), 0);
+        ql_auto_build_t *a = &m.auto_build;
+        a->present = a->enabled = true;
+        snprintf(a->trigger_time, sizeof a->trigger_time, "00:00:00");
+        a->logical_date_offset_days = offset;
+        snprintf(a->data_range_start_time, sizeof a->data_range_start_time, "00:00:00");
+        snprintf(a->data_range_end_time, sizeof a->data_range_end_time, "24:00:00");
+        cr_assert_eq(ql_model_put(t, &m), 0);
+        ql_model_free(&m);
+    }
+    cr_assert_eq(ql_txn_commit(t), 0);
 }
 
 /* Whether the server q launched has written its "listening on" line. */

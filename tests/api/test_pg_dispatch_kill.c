@@ -137,58 +137,6 @@ static long long round_jobs(int64_t day, int64_t before) {
 
 static ql_id_t model_ids[MODELS];
 
-static int collect_cb(const ql_model_t *m, void *arg) {
-    int *n = arg;
-    cr_assert_lt(*n, MODELS);
-    model_ids[(*n)++] = m->id;
-    return 0;
-}
-
-static void create_models(ql_store_t *store) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
-    ql_err_t err = {0};
-    ql_project_t p = {0};
-    snprintf(p.name, sizeof p.name, "p");
-    p.auto_segment_build_enabled = true;
-    cr_assert_eq(ql_meta_create_project(t, &p, wall_ms(), &err), 0, "%s", err.msg);
-    for (int i = 0; i < MODELS; i++) {
-        ql_model_t m = {0};
-        snprintf(m.project, sizeof m.project, "p");
-        snprintf(m.name, sizeof m.name, "m%03d", i);
-        m.partitioned = true;
-        snprintf(m.partition_column, sizeof m.partition_column, "DT");
-        snprintf(m.partition_format, sizeof m.partition_format, "yyyy-MM-dd");
-        cr_assert_eq(ql_meta_create_model(t, &m, wall_ms(), &err), 0, "%s", err.msg);
-    }
-    cr_assert_eq(ql_txn_commit(t), 0);
-    int n = 0;
-    cr_assert_eq(ql_txn_begin(store, false, &t), 0);
-    cr_assert_eq(ql_model_foreach(t, "p", collect_cb, &n), 0);
-    ql_txn_abort(t);
-    cr_assert_eq(n, MODELS);
-}
-
-/* Every model's automatic build, daily at 00:00 UTC, for the day `offset` days before the
- * trigger's: in one transaction, so one scan sees the new cycle of every model. */
-static void retune_models(ql_store_t *store, int64_t offset) {
-    ql_txn_t *t;
-    cr_assert_eq(ql_txn_begin(store, true, &t), 0);
-    for (int i = 0; i < MODELS; i++) {
-        ql_model_t m;
-        cr_assert_eq(ql_model_get(t, &model_ids[i], 0, &m), 0);
-        ql_auto_build_t *a = &m.auto_build;
-        a->present = a->enabled = true;
-        snprintf(a->trigger_time, sizeof a->trigger_time, "00:00:00");
-        a->logical_date_offset_days = offset;
-        snprintf(a->data_range_start_time, sizeof a->data_range_start_time, "00:00:00");
-        snprintf(a->data_range_end_time, sizeof a->data_range_end_time, "24:00:00");
-        cr_assert_eq(ql_model_put(t, &m), 0);
-        ql_model_free(&m);
-    }
-    cr_assert_eq(ql_txn_commit(t), 0);
-}
-
 /* ---- what each round did ---- */
 
 typedef struct round {
@@ -253,7 +201,7 @@ static void run_round(ql_store_t *store, int r, int *master, int64_t *max_delay)
     round_t *o = &R[r];
     int64_t offset = OFFSET(r);
     o->day = wall_ms() / DAY * DAY - offset * DAY;
-    retune_models(store, offset);
+    dr_retune_models(store, model_ids, MODELS, offset);
     /* The server killed last round may still be starting: it must serve (as a standby) before
      * this kill, and its start overlaps the scan. */
     qd_t *restarted = r > 0 ? &S[R[r - 1].killed] : NULL;
@@ -349,7 +297,7 @@ Test(pg_dispatch_kill, sigkill_of_the_master_during_submissions_leaves_one_build
     cr_assert_eq(master, 0);
     ql_store_t *store;
     ql_test_store_open(S[0].data, &store);
-    create_models(store);
+    dr_create_models(store, model_ids, MODELS);
     dr_slow_build_inserts(S[0].data);
 
     unsigned seed =
