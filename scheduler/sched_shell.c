@@ -113,7 +113,7 @@ static void proc_closed(void *arg) {
  * A stopped try (an action, a timeout, shutdown, a lost lock) is over, but what it started
  * outside its process group (setsid) still carries its marker and would run beside the step's
  * next try: it is swept now, on the loop thread (a pass over /proc, then the wait until what it
- * killed is a zombie: milliseconds, at most QL_PROC_DRAIN_MS). A try that ended on its own is
+ * killed is a zombie: milliseconds, at most opts->proc_drain_ms). A try that ended on its own is
  * not swept: a step may leave a daemon behind on purpose (ql_proc.h, Process group).
  */
 static int sweep_stopped_try(ql_shell_try_t *t) {

@@ -20,7 +20,7 @@
 /* 50 rounds, as the contract names, in the normal build; under AddressSanitizer (whose CI run is
  * where the time goes, docs/testing.md) 15, enough to put the restart and recovery paths under
  * the sanitizer, at a third of the cost. */
-#ifdef __SANITIZE_ADDRESS__
+#ifdef QL_SANITIZE_BUILD
 #define ROUNDS 15
 #else
 #define ROUNDS 50

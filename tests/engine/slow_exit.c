@@ -8,7 +8,8 @@
  * empty and PF_EXITING is set) and closes its files, and so releases the lock, only after that: the
  * tests of the sweep and of the group check (tests/engine/test_proc_sweep.c,
  * tests/base/test_procinfo.c) use the gap to show that a process counts as gone only once it is a
- * zombie.
+ * zombie, and those of the scheduler's sweeps (tests/scheduler/test_step_host.c,
+ * tests/scheduler/test_shutdown.c) to reach what a wait that runs out does.
  */
 #include <fcntl.h>
 #include <pthread.h>

@@ -11,9 +11,9 @@
  * recorded (pid, what it was for) and its fate asserted; all are killed and reaped at the end.
  * The store is the backend under test (LMDB, or PostgreSQL for <name>@pg); on LMDB the host
  * rule is switched on through the scheduler's option, as a PostgreSQL store switches it on.
- * The grace runs on the virtual clock. The last case records a slow_exit process
- * (tests/engine/slow_exit.c) instead of `sleep`, to catch its group still exiting when the
- * recovery's wait for it ends.
+ * The grace runs on the virtual clock. The last two cases start a slow_exit process
+ * (tests/engine/slow_exit.c) instead of `sleep`, to catch it still exiting when the wait of
+ * recovery's group kill, or of the next try's sweep, ends.
  */
 #include "engine/engine.h"
 #include "scheduler/ql_sched.h"
