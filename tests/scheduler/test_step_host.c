@@ -418,6 +418,16 @@ Test(step_host, a_grace_of_zero_holds_nothing) {
 
 /* ---- a killed group that is still exiting when the wait ends ---- */
 
+/* Starts slow_exit (tests/engine/slow_exit.c) in w.dir, leading a group of its own, with a new
+ * marker in token as its whole environment; the teardown kills and reaps it. */
+static pid_t start_marked_slow_exit(char token[QL_PROC_TOKEN_LEN + 1]) {
+    char marker[80];
+    cr_assert_eq(ql_proc_token_new(token), 0);
+    snprintf(marker, sizeof marker, "%s=%s", QL_PROC_TOKEN_ENV, token);
+    char *env[] = {marker, NULL};
+    return w.sleeper = ql_test_slow_exit_start(w.dir, env);
+}
+
 /* Recovery kills a try's recorded group and then waits until the group has let go of its files
  * (ql_proc_kill_group_checked()); a group still exiting when the wait ends (a process stuck in
  * the kernel, which the 2 s of QL_PROC_DRAIN_MS are for) fails the recovery, and nothing of it is
@@ -429,11 +439,8 @@ Test(step_host, recovery_changes_nothing_while_a_killed_group_is_still_exiting) 
     for (int attempt = 0; attempt < 5 && !caught; attempt++) {
         open_world();
         ql_id_t job = submit_build(0);
-        char token[QL_PROC_TOKEN_LEN + 1], marker[80];
-        cr_assert_eq(ql_proc_token_new(token), 0);
-        snprintf(marker, sizeof marker, "%s=%s", QL_PROC_TOKEN_ENV, token);
-        char *env[] = {marker, NULL};
-        pid_t pid = w.sleeper = ql_test_slow_exit_start(w.dir, env);
+        char token[QL_PROC_TOKEN_LEN + 1];
+        pid_t pid = start_marked_slow_exit(token);
         write_running(
             &job,
             &(try_rec_t){.server_id = THIS_SERVER, .server_addr = "", .token = token, .pgid = pid});
@@ -495,11 +502,8 @@ Test(step_host, a_next_try_waits_while_its_previous_tries_process_is_still_exiti
     for (int attempt = 0; attempt < 5 && !caught; attempt++) {
         open_world();
         ql_id_t job = submit_build(0);
-        char token[QL_PROC_TOKEN_LEN + 1], marker[80];
-        cr_assert_eq(ql_proc_token_new(token), 0);
-        snprintf(marker, sizeof marker, "%s=%s", QL_PROC_TOKEN_ENV, token);
-        char *env[] = {marker, NULL};
-        w.sleeper = ql_test_slow_exit_start(w.dir, env);
+        char token[QL_PROC_TOKEN_LEN + 1];
+        start_marked_slow_exit(token);
         write_previous_try(&job, token);
         open_sched_drain(true, 0, 1);
         ql_sched_start(w.sched);
